@@ -1,0 +1,1 @@
+"""Benchmark data layer: source checks, per-dataset conversion and the table schema."""

@@ -1,0 +1,56 @@
+"""One entry point for the ``prepare`` stage: verify, convert and validate a dataset.
+
+``prepare_dataset(name, source_dir, params)``: ``source_dir`` is the ``data/`` folder that holds
+``SHA256SUMS`` and the per-benchmark folders. The SHA-256 of every file the conversion reads
+is checked first; both tables are validated last (gold passages are required for every
+dataset except ``medical``). Nothing is written here: the stage writes the two tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from evichain.config import DATASETS, DataParams
+from evichain.data import demo, hotpotqa, medical, musique, twowiki
+from evichain.data.schema import validate_corpus, validate_questions
+from evichain.data.sources import verify_sources
+
+Tables = tuple[pd.DataFrame, pd.DataFrame]
+Converter = Callable[[Path, DataParams], Tables]
+
+_CONVERTERS: dict[str, tuple[tuple[str, ...], Converter]] = {
+    "demo": (demo.FILES, lambda d, p: demo.convert(d, p.demo.n_questions)),
+    "2wiki": (twowiki.FILES, lambda d, p: twowiki.convert(d)),
+    "musique": (musique.FILES, lambda d, p: musique.convert(d)),
+    "hotpotqa": (hotpotqa.FILES, lambda d, p: hotpotqa.convert(d)),
+    "medical": (
+        medical.FILES,
+        lambda d, p: medical.convert(d, p.medical.chunk_words, p.medical.overlap_words),
+    ),
+}
+WITHOUT_GOLD: frozenset[str] = frozenset({"medical"})
+
+
+def source_files(name: str) -> tuple[str, ...]:
+    """The source files (relative to ``data/``) that dataset ``name`` is built from."""
+    return _converter(name)[0]
+
+
+def prepare_dataset(name: str, source_dir: Path, params: DataParams) -> Tables:
+    """(corpus, questions) of dataset ``name``, checksummed, converted and validated."""
+    files, convert = _converter(name)
+    source_dir = Path(source_dir)
+    verify_sources(source_dir, files)
+    corpus, questions = convert(source_dir, params)
+    validate_corpus(corpus)
+    validate_questions(questions, corpus, require_gold=name not in WITHOUT_GOLD)
+    return corpus, questions
+
+
+def _converter(name: str) -> tuple[tuple[str, ...], Converter]:
+    if name not in _CONVERTERS:
+        raise ValueError(f"unknown dataset {name!r}; known: {list(DATASETS)}")
+    return _CONVERTERS[name]

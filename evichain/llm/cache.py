@@ -1,0 +1,128 @@
+"""Content-addressed SQLite cache of validated LLM responses.
+
+* Location: ``$EVICHAIN_LLM_CACHE`` or ``<user cache dir>/evichain/llm-cache.sqlite`` — outside
+  the repository, because queued ``dvc exp`` runs execute in a temporary copy of the repo and
+  DVC deletes stage outputs before re-running a stage.
+* Key: SHA-256 of a canonical JSON of (cache version, model, messages, sampling settings,
+  response schema, prompt name@version). See :func:`cache_key`.
+* Only validated responses are stored; failures and malformed output never are.
+* Several processes may read and write at once: WAL journal, a busy timeout, ``INSERT OR
+  IGNORE`` (the first writer of a key wins; all writers of one key wrote the same content
+  for a deterministic model, and any validated answer is acceptable for a sampled one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+CACHE_VERSION = "1"
+
+
+def default_cache_path() -> Path:
+    """``$EVICHAIN_LLM_CACHE`` or the per-user cache directory."""
+    env = os.environ.get("EVICHAIN_LLM_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_cache_dir("evichain")) / "llm-cache.sqlite"
+
+
+def cache_key(
+    *,
+    model: str,
+    messages: list[dict[str, str]],
+    sampling: dict[str, Any],
+    schema: dict[str, Any] | None,
+    prompt: str,
+) -> str:
+    """SHA-256 over everything that can change a response (and the cache format version)."""
+    payload = {
+        "cache_version": CACHE_VERSION,
+        "model": model,
+        "messages": messages,
+        "sampling": sampling,
+        "schema": schema,
+        "prompt": prompt,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    content TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    created_at REAL NOT NULL
+)
+"""
+
+
+class LLMCache:
+    """Thread-safe, multi-process-safe response cache (one connection per thread)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_cache_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._connect() as conn:
+            conn.execute(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> CachedResponse | None:
+        """The stored response for ``key``, or None."""
+        row = self._connect().execute(
+            "SELECT content, prompt_tokens, completion_tokens, cost_usd FROM responses WHERE key=?",
+            (key,),
+        ).fetchone()
+        return CachedResponse(*row) if row else None
+
+    def put(self, key: str, *, model: str, prompt: str, response: CachedResponse) -> None:
+        """Store a validated response; an existing entry for ``key`` is kept."""
+        self._connect().execute(
+            "INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?)",
+            (key, model, prompt, response.content, response.prompt_tokens,
+             response.completion_tokens, response.cost_usd, time.time()),
+        )
+
+    def count(self) -> int:
+        return int(self._connect().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def keys(self) -> set[str]:
+        return {r[0] for r in self._connect().execute("SELECT key FROM responses")}
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

@@ -1,0 +1,108 @@
+"""Value types of the LLM client: prompts, results, failures and usage."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from string import Template
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Prompt(Generic[T]):
+    """A versioned prompt template with its response schema.
+
+    ``system`` is sent verbatim; ``user`` is a :class:`string.Template` (``$name`` placeholders,
+    so JSON braces in the text need no escaping). Bump ``version`` whenever the text or the
+    schema changes: the version is part of the cache key.
+    """
+
+    name: str
+    version: str
+    system: str
+    user: str
+    schema: type[T]
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def messages(self, **variables: Any) -> list[dict[str, str]]:
+        """Render the chat messages; every placeholder must be supplied."""
+        user = Template(self.user).substitute(**{k: _as_text(v) for k, v in variables.items()})
+        msgs = []
+        if self.system:
+            msgs.append({"role": "system", "content": self.system})
+        msgs.append({"role": "user", "content": user})
+        return msgs
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.schema.model_json_schema()
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class Usage:
+    """Token and cost counters (summed over calls; cache hits cost nothing)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    retries: int = 0
+    repairs: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, other: "Usage") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass
+class LLMSuccess(Generic[T]):
+    """A validated structured response."""
+
+    value: T
+    raw: str
+    usage: Usage
+    cached: bool
+    cache_key: str
+
+    ok: bool = field(default=True, init=False)
+
+
+@dataclass
+class LLMFailure:
+    """A call that still failed after retries and one repair. Never cached.
+
+    ``kind`` is one of: ``timeout``, ``rate_limit``, ``server_error``, ``connection``,
+    ``invalid_json``, ``invalid_schema``, ``bad_request``, ``other``.
+    """
+
+    kind: str
+    reason: str
+    raw: str | None
+    usage: Usage
+    cache_key: str
+
+    ok: bool = field(default=False, init=False)
+
+    def status_row(self) -> dict[str, str]:
+        """The fields a stage records in its status table."""
+        return {"status": "failed", "error_kind": self.kind, "error": self.reason[:500]}
+
+
+LLMResult = LLMSuccess[Any] | LLMFailure

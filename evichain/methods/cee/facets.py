@@ -1,0 +1,320 @@
+"""Offline contrastive facet construction (paper §2.3.1): neighbours, LLM facets, tables.
+
+* R_i: the ``n_neighbours`` nearest passages of d_i by cosine similarity of the configured
+  embedder (passage text = ``cee.passage_format``), d_i itself excluded, ties by stored order.
+* Pairs: the nearest ``max_pairs_per_passage`` of R_i. Per pair one LLM call (:data:`FACETS`
+  prompt) writes at most ``max_facets_per_pair`` queries answerable from d_i and not from d_r.
+  A pair never raises: it is ``ok`` with its facets or ``failed`` with the client's failure.
+* C_i = ∪_r C_{i,r}: facets of all pairs of d_i, whitespace-collapsed, case-insensitively
+  distinct (first occurrence kept, pairs in neighbour order).
+* Targets: every passage (``facet_scope: all``), or only those the evaluated questions can
+  reach (``reachable``): the union over questions of each question's dense top-``facet_scope_n``
+  pool — a restriction for machines where the LLM is slow, not part of the method.
+
+Tables: facets ``(facet_id, passage_id, neighbour_id, facet_query)`` with
+``facet_id = "<passage_id>#<ordinal>"``; status, one row per pair ``(passage_id, neighbour_id,
+neighbour_rank, similarity, status, error_kind, error, n_facets, prompt_tokens,
+completion_tokens)``. Tokens of a cache hit are those stored with the response, so the tables
+do not depend on the cache state (deterministic outputs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import platformdirs
+
+from evichain.io import read_json, write_json
+from evichain.llm import LLMClient, LLMSuccess
+from evichain.llm.types import Prompt
+from evichain.methods.cee.params import FacetParams
+from evichain.methods.cee.prompts import (clean_texts, cut_words, facet_prompt, minified,
+                                          nonempty_check)
+from evichain.retrieval.run import top_k_indices
+
+FACET_COLUMNS = ["facet_id", "passage_id", "neighbour_id", "facet_query"]
+STATUS_COLUMNS = ["passage_id", "neighbour_id", "neighbour_rank", "similarity", "status",
+                  "error_kind", "error", "n_facets", "prompt_tokens", "completion_tokens"]
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One corpus passage."""
+
+    passage_id: str
+    title: str
+    text: str
+
+
+# --------------------------------------------------------------------------- neighbours
+def nearest_neighbours(E: np.ndarray, targets: Sequence[int], k: int,
+                       block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """R_i for each target row i: (indices, similarities), each len(targets) × min(k, N − 1).
+
+    Cosine similarity of L2-normalised rows; the target itself excluded; ties by lower index.
+    Computed in blocks of ``block`` targets (never an N × N matrix).
+    """
+    n = E.shape[0]
+    k = min(k, n - 1)
+    rows = np.asarray(targets, dtype=np.int64)
+    idx = np.zeros((rows.size, max(k, 0)), dtype=np.int64)
+    sims = np.zeros((rows.size, max(k, 0)), dtype=np.float64)
+    for lo in range(0, rows.size, block):
+        chunk = rows[lo:lo + block]
+        scores = (E[chunk].astype(np.float64) @ E.T.astype(np.float64))
+        scores[np.arange(chunk.size), chunk] = -np.inf
+        for r, row in enumerate(scores):
+            top = top_k_indices(row, k)
+            idx[lo + r], sims[lo + r] = top, row[top]
+    return idx, sims
+
+
+def reachable_targets(Q: np.ndarray, E: np.ndarray, n: int) -> np.ndarray:
+    """Sorted rows of ∪_q dense-top-``n``(q): the passages the evaluated questions can reach."""
+    scores = Q.astype(np.float64) @ E.T.astype(np.float64)
+    found: set[int] = set()
+    for row in scores:
+        found.update(int(i) for i in top_k_indices(row, n))
+    return np.array(sorted(found), dtype=np.int64)
+
+
+def select_targets(params: FacetParams, E: np.ndarray, Q: np.ndarray | None) -> np.ndarray:
+    """Target rows under ``facet_scope`` (``reachable`` needs the question embeddings Q)."""
+    if params.facet_scope == "all":
+        return np.arange(E.shape[0], dtype=np.int64)
+    if Q is None:
+        raise ValueError("cee.facets.facet_scope: reachable needs the questions' embeddings")
+    return reachable_targets(Q, E, params.facet_scope_n)
+
+
+@dataclass(frozen=True)
+class FacetPair:
+    """A (target, neighbour) pair: the neighbour's rank in R_i (1-based) and its similarity."""
+
+    target: str
+    neighbour: str
+    rank: int
+    similarity: float
+
+
+def pair_plan(passage_ids: Sequence[str], targets: np.ndarray, idx: np.ndarray, sims: np.ndarray,
+              max_pairs: int) -> dict[str, list[FacetPair]]:
+    """target id → its pairs (nearest ``max_pairs`` neighbours), targets in stored order."""
+    plan: dict[str, list[FacetPair]] = {}
+    for t, row, srow in zip(targets, idx, sims):
+        tid = passage_ids[int(t)]
+        plan[tid] = [FacetPair(tid, passage_ids[int(j)], r + 1, round(float(s), 6))
+                     for r, (j, s) in enumerate(zip(row[:max_pairs], srow[:max_pairs]))]
+    return plan
+
+
+# --------------------------------------------------------------------------- LLM
+@dataclass
+class PairOutcome:
+    """Facets and the status row of one pair."""
+
+    facets: list[str] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status.get("status") == "ok"
+
+
+def step_tokens(client: LLMClient, result: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens of a call; for a cache hit, those stored with it."""
+    if isinstance(result, LLMSuccess) and result.cached:
+        hit = client.cache.get(result.cache_key)
+        return (hit.prompt_tokens, hit.completion_tokens) if hit else (0, 0)
+    return result.usage.prompt_tokens, result.usage.completion_tokens
+
+
+def facet_data(target: Passage, reference: Passage, max_words: int) -> str:
+    """The user message of the facet prompt: minified JSON with both passages as data."""
+    return minified({"target": {"title": target.title, "text": cut_words(target.text, max_words)},
+                     "reference": {"title": reference.title,
+                                   "text": cut_words(reference.text, max_words)}})
+
+
+def generate_pair_facets(client: LLMClient, pair: FacetPair, target: Passage, reference: Passage,
+                         params: FacetParams, prompt: Prompt[Any] | None = None) -> PairOutcome:
+    """One LLM call for (d_i, d_r): its cleaned facets, or a ``failed`` status (never raises)."""
+    prompt = prompt or facet_prompt(params.max_facets_per_pair)
+    result = client.call(prompt, check=nonempty_check("facets"),
+                         data=facet_data(target, reference, params.max_passage_words))
+    pt, ct = step_tokens(client, result)
+    row = {"passage_id": pair.target, "neighbour_id": pair.neighbour,
+           "neighbour_rank": pair.rank, "similarity": pair.similarity, "status": "ok",
+           "error_kind": "", "error": "", "n_facets": 0, "prompt_tokens": pt,
+           "completion_tokens": ct}
+    if not isinstance(result, LLMSuccess):
+        return PairOutcome([], {**row, **result.status_row()})
+    facets = clean_texts(result.value.facets, params.max_facets_per_pair)
+    return PairOutcome(facets, {**row, "n_facets": len(facets)})
+
+
+# --------------------------------------------------------------------------- tables
+def facet_table(outcomes: Iterable[PairOutcome], passage_order: Sequence[str]) -> pd.DataFrame:
+    """C_i per passage (distinct, first occurrence kept), passages in stored order."""
+    rank = {pid: i for i, pid in enumerate(passage_order)}
+    ordered = sorted(outcomes, key=lambda o: (rank[o.status["passage_id"]],
+                                              o.status["neighbour_rank"]))
+    rows: list[tuple[str, str, str, str]] = []
+    seen: dict[str, set[str]] = {}
+    for o in ordered:
+        pid = o.status["passage_id"]
+        have = seen.setdefault(pid, set())
+        for text in o.facets:
+            if text.casefold() not in have:
+                have.add(text.casefold())
+                rows.append((f"{pid}#{len(have) - 1}", pid, o.status["neighbour_id"], text))
+    return pd.DataFrame(rows, columns=FACET_COLUMNS)
+
+
+def status_table(outcomes: Iterable[PairOutcome], passage_order: Sequence[str]) -> pd.DataFrame:
+    """One status row per pair, sorted by (stored passage order, neighbour rank)."""
+    rank = {pid: i for i, pid in enumerate(passage_order)}
+    rows = sorted((o.status for o in outcomes),
+                  key=lambda r: (rank[r["passage_id"]], r["neighbour_rank"]))
+    df = pd.DataFrame(rows, columns=STATUS_COLUMNS)
+    return df.astype({"neighbour_rank": "int32", "similarity": "float64", "n_facets": "int32",
+                      "prompt_tokens": "int64", "completion_tokens": "int64"})
+
+
+def facet_summary(status: pd.DataFrame, facets: pd.DataFrame, n_passages: int) -> dict[str, Any]:
+    """Counts for the stage summary (pairs ok / failed, facets, passages with facets)."""
+    failed = int((status["status"] == "failed").sum())
+    kinds = status.loc[status["status"] == "failed", "error_kind"].value_counts()
+    return {"passages": n_passages, "targets": int(status["passage_id"].nunique()),
+            "pairs": len(status), "pairs_ok": len(status) - failed, "pairs_failed": failed,
+            "failure_rate": round(failed / max(1, len(status)), 4), "facets": len(facets),
+            "passages_with_facets": int(facets["passage_id"].nunique()),
+            "failure_kinds": {str(k): int(v) for k, v in kinds.items()},
+            "prompt_tokens": int(status["prompt_tokens"].sum()),
+            "completion_tokens": int(status["completion_tokens"].sum())}
+
+
+# --------------------------------------------------------------------------- cost estimate
+@dataclass(frozen=True)
+class CostEstimate:
+    """Expected tokens (and USD for a priced hosted model) of the pairs still to call."""
+
+    model: str
+    pairs: int
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float | None
+    note: str
+
+    def line(self) -> str:
+        cost = f"~${self.usd:.4f}" if self.usd is not None else f"cost unknown ({self.note})"
+        return (f"facet generation with {self.model}: {self.pairs} LLM calls, ~{self.prompt_tokens}"
+                f" prompt + ~{self.completion_tokens} completion tokens, {cost}")
+
+
+def _token_counter(model: str) -> Any:
+    """Tokens of a text: litellm's counter for hosted models, ~4 characters per token else."""
+    def rough(text: str) -> int:
+        return max(1, len(text) // 4)
+
+    if model.startswith(("local/", "scripted/")):
+        return rough
+    import litellm
+
+    def counted(text: str) -> int:
+        try:
+            return int(litellm.token_counter(model=model, text=text))
+        except Exception:  # unknown tokenizer: fall back to the rough count
+            return rough(text)
+
+    return counted
+
+
+def price(model: str, prompt_tokens: int, completion_tokens: int) -> tuple[float | None, str]:
+    """USD from litellm's price table (``litellm.model_cost`` / ``cost_per_token``)."""
+    if model.startswith(("local/", "scripted/")):
+        return 0.0, "local model: no price"
+    import litellm
+
+    try:
+        p, c = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens,
+                                      completion_tokens=completion_tokens)
+    except Exception:
+        return None, f"'{model}' is not in litellm.model_cost"
+    return float(p) + float(c), "litellm.model_cost"
+
+
+def estimate_cost(model: str, pairs: Sequence[FacetPair], passages: Mapping[str, Passage],
+                  params: FacetParams, prompt: Prompt[Any] | None = None) -> CostEstimate:
+    """Token and cost estimate of ``pairs`` before a long run (facet prompt per pair; the
+    completion is taken as 24 tokens per facet + 8)."""
+    count = _token_counter(model)
+    prompt = prompt or facet_prompt(params.max_facets_per_pair)
+    per_passage: dict[str, int] = {}
+
+    def tokens(pid: str) -> int:
+        if pid not in per_passage:
+            p = passages[pid]
+            per_passage[pid] = count(p.title + " " + cut_words(p.text, params.max_passage_words))
+        return per_passage[pid]
+
+    system = count(prompt.system) + 24
+    pt = sum(system + tokens(p.target) + tokens(p.neighbour) for p in pairs)
+    ct = len(pairs) * (24 * params.max_facets_per_pair + 8)
+    usd, note = price(model, pt, ct)
+    return CostEstimate(model, len(pairs), pt, ct, usd, note)
+
+
+# --------------------------------------------------------------------------- checkpoints
+def checkpoint_root() -> Path:
+    """``$EVICHAIN_CHECKPOINT_DIR`` or ``<user cache>/evichain/checkpoints`` (outside the
+    stage outputs, which DVC deletes before a re-run)."""
+    env = os.environ.get("EVICHAIN_CHECKPOINT_DIR")
+    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("evichain")) / "checkpoints"
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def shard_key(client: LLMClient, prompt: Prompt[Any], params: FacetParams,
+              pairs: Sequence[FacetPair], passages: Mapping[str, Passage]) -> str:
+    """Hash of (model, sampling, prompt name@version and text, caps, the shard's pair ids and
+    passage text hashes)."""
+    ids = sorted({p.target for p in pairs} | {p.neighbour for p in pairs})
+    payload = {"model": client.params.model, "sampling": client.sampling(), "prompt": prompt.key,
+               "system": _text_hash(prompt.system), "max_words": params.max_passage_words,
+               "max_facets": params.max_facets_per_pair,
+               "pairs": [(p.target, p.neighbour) for p in pairs],
+               "texts": [(pid, _text_hash(passages[pid].title + "\n" + passages[pid].text))
+                         for pid in ids]}
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def load_shard(path: Path) -> dict[tuple[str, str], PairOutcome]:
+    """Finished pairs of a shard checkpoint ((target, neighbour) → outcome); {} if none."""
+    if not path.exists():
+        return {}
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for o in data.get("outcomes", []):
+        outcome = PairOutcome(list(o["facets"]), dict(o["status"]))
+        out[(outcome.status["passage_id"], outcome.status["neighbour_id"])] = outcome
+    return out
+
+
+def save_shard(path: Path, outcomes: Sequence[PairOutcome]) -> None:
+    """Write a shard checkpoint atomically."""
+    write_json({"outcomes": [asdict(o) for o in outcomes]}, path)

@@ -1,0 +1,129 @@
+"""CEE parameters: the paper's defaults (CIKM '26 §3.1), variant switches, facet caps and scope.
+
+``cee`` in ``params.yaml`` validates as :class:`CEEParams`; its ``facets`` block as
+:class:`FacetParams`. Unknown keys are errors; cross-field rules raise errors naming the dotted
+keys (e.g. ``cee.facets.max_pairs_per_passage (12) must not exceed cee.facets.n_neighbours (10)``).
+
+Paper defaults: 10 nearest neighbours per passage, T = 4 rounds, K_cand = 10, K_final = 10,
+α = β = 0.5. Settings the paper does not give (probes per round, facets per pair, the summary's
+input size) are params with documented defaults.
+
+Variants (:data:`VARIANTS`, Table 2 of the paper) are named overrides of the three switches;
+``full`` is the block as written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from evichain.config import ParamsError, Section
+
+
+class FacetParams(Section):
+    """Offline contrastive facet construction (paper §2.3.1).
+
+    * ``n_neighbours``: |R_i|, nearest neighbours by cosine similarity of the configured
+      embedder (paper: 10).
+    * ``max_pairs_per_passage``: cap on the (target, neighbour) pairs sent to the LLM per
+      passage: the nearest ``max_pairs_per_passage`` of R_i (≤ ``n_neighbours``).
+    * ``max_facets_per_pair``: M_{i,r} ≤ this (sent as ``maxItems`` and asked in the prompt).
+    * ``facet_scope``: ``all`` = every passage is a target (the method); ``reachable`` = only
+      the union over questions of each question's dense top-``facet_scope_n`` passages (a
+      restriction for slow machines, not of the method; neighbours still come from the whole
+      corpus, and passages outside the scope simply have no facets: C_d = ∅).
+    * ``max_passage_words``: passages longer than this are cut (words) in the facet prompt.
+    * ``checkpoint_shard``: passages per shard checkpoint (resumption).
+    * ``max_failure_rate``: the stage fails above this fraction of failed pairs (after writing).
+    """
+
+    n_neighbours: int = Field(10, ge=1, le=1000)
+    max_pairs_per_passage: int = Field(10, ge=1, le=1000)
+    max_facets_per_pair: int = Field(3, ge=1, le=20)
+    facet_scope: Literal["all", "reachable"] = "all"
+    facet_scope_n: int = Field(20, ge=1, le=10_000)
+    max_passage_words: int = Field(400, ge=20, le=10_000)
+    checkpoint_shard: int = Field(32, ge=1, le=100_000)
+    max_failure_rate: float = Field(0.05, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _pairs_within_neighbours(self) -> "FacetParams":
+        if self.max_pairs_per_passage > self.n_neighbours:
+            raise ValueError(f"cee.facets.max_pairs_per_passage ({self.max_pairs_per_passage}) "
+                             f"must not exceed cee.facets.n_neighbours ({self.n_neighbours})")
+        return self
+
+
+class CEEParams(Section):
+    """Online retrieval (paper §2.3.2–2.3.4) and the offline ``facets`` block.
+
+    * ``rounds``: T; ``k_cand``: passages per probe per round (Eq. 1); ``k_final``: greedy
+      picks (Eq. 8); ``alpha``: facet update strength (h̃); ``beta``: Eq. 6.
+    * ``n_probes``: at most this many LLM probes per round (the paper gives no number).
+    * ``question_as_probe``: q itself is a probe of round 1 and so of P(q) (the paper: "the
+      first round uses the original question together with an initial set of probes").
+    * ``summary_max_passages`` / ``summary_passage_words`` / ``summary_max_words``: the
+      summary e_t sees the round's retrieved passages (round-robin over probes, distinct, at
+      most this many, each cut to this many words) and is asked for at most this many words.
+    * ``top_k``: run depth: the K_final greedy picks, then the rest of A(q) by s(d).
+    * Switches (Table 2): ``coverage`` (off: rank A(q) by s), ``contrastive`` (off: g = sim,
+      so s = s_base), ``sequential`` (off: round 1 only).
+    """
+
+    facets: FacetParams = FacetParams()
+    rounds: int = Field(4, ge=1, le=20)
+    k_cand: int = Field(10, ge=1, le=10_000)
+    k_final: int = Field(10, ge=1, le=10_000)
+    alpha: float = Field(0.5, ge=0.0)
+    beta: float = Field(0.5, ge=0.0, le=1.0)
+    n_probes: int = Field(3, ge=1, le=20)
+    question_as_probe: bool = True
+    summary_max_passages: int = Field(10, ge=1, le=1000)
+    summary_passage_words: int = Field(150, ge=10, le=10_000)
+    summary_max_words: int = Field(80, ge=10, le=1000)
+    top_k: int = Field(20, ge=1, le=100_000)
+    passage_format: str = "{title}\n{text}"
+    coverage: bool = True
+    contrastive: bool = True
+    sequential: bool = True
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CEEParams":
+        if self.k_final > self.top_k:
+            raise ValueError(f"cee.k_final ({self.k_final}) must not exceed cee.top_k ({self.top_k})")
+        if "{title}" not in self.passage_format and "{text}" not in self.passage_format:
+            raise ValueError("cee.passage_format must contain {title} or {text}")
+        return self
+
+    @property
+    def effective_rounds(self) -> int:
+        """T, or 1 without sequential exploration."""
+        return self.rounds if self.sequential else 1
+
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "full": {},
+    "no_coverage": {"coverage": False},
+    "no_contrastive": {"contrastive": False},
+    "no_sequential": {"sequential": False},
+}
+"""Table 2 variants: ``full`` = ``cee`` as written; the others switch one component off."""
+
+VARIANT_LABELS: dict[str, str] = {
+    "full": "ours",
+    "no_coverage": "w/o Coverage-aware Final Ranking",
+    "no_contrastive": "w/o Contrastive Evidence Refinement",
+    "no_sequential": "w/o Sequential Evidence Exploration",
+}
+
+
+def variant_params(params: CEEParams, variant: str) -> CEEParams:
+    """``params`` with the switches of ``variant`` applied (validated again)."""
+    if variant not in VARIANTS:
+        raise ParamsError(f"unknown CEE variant '{variant}'; known: {sorted(VARIANTS)}")
+    try:
+        return CEEParams.model_validate({**params.model_dump(), **VARIANTS[variant]})
+    except ValidationError as exc:
+        msg = "; ".join(e["msg"] for e in exc.errors())
+        raise ParamsError(f"variant '{variant}' is inconsistent with params cee: {msg}") from None

@@ -1,0 +1,107 @@
+"""EviReform parameters: paper defaults (§3, §4.1, Appendix C.7 Tables C.5/C.6).
+
+``evireform`` in ``params.yaml`` validates as :class:`EviReformParams`; its ``index`` block as
+:class:`IndexParams`. Every section forbids unknown keys; cross-field rules raise errors that
+name the dotted keys involved (e.g. ``evireform.residual_only requires
+evireform.reformulation: true``).
+
+Variants (base, reform_only, …) are named overrides of the switches below, applied by
+:func:`evichain.methods.evireform.variants.variant_params`; ``full`` uses the block as written.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from evichain.config import Section
+
+
+class IndexParams(Section):
+    """Index construction (paper §3.4): proposition extraction and entity canonicalisation.
+
+    * ``extractor``: ``llm`` = Listing 11 per passage (the paper); ``sentences`` = LLM-free,
+      one proposition per sentence with title-match + pattern entities (see ``extract``).
+    * ``fuzzy_threshold``: rapidfuzz ``fuzz.ratio`` (0–100) above which two normalised
+      mentions merge; 100 disables fuzzy merging. Two corpus titles never merge.
+    * ``fuzzy_min_chars``: shorter normalised mentions merge only when identical.
+    * ``max_failure_rate``: the extraction stage fails when more than this fraction of
+      passages failed after retries (failures are recorded either way).
+    * ``failure_fallback``: what a failed passage contributes: ``sentences`` (its sentence
+      propositions, flagged in the status table) or ``none`` (no propositions).
+    * ``checkpoint_shard``: passages per shard checkpoint of the LLM extraction.
+    * ``sentence_title_prefix``: sentence propositions read ``"<title>: <sentence>"`` so that a
+      sentence using a pronoun stays self-contained (Listing 11 rule 2, approximated).
+    * ``sentence_title_entity``: each sentence proposition lists its passage title as an entity.
+    """
+
+    extractor: Literal["llm", "sentences"] = "llm"
+    fuzzy_threshold: float = Field(95.0, ge=50.0, le=100.0)
+    fuzzy_min_chars: int = Field(4, ge=1, le=100)
+    max_failure_rate: float = Field(0.05, ge=0.0, le=1.0)
+    failure_fallback: Literal["none", "sentences"] = "sentences"
+    checkpoint_shard: int = Field(32, ge=1, le=100_000)
+    sentence_title_prefix: bool = True
+    sentence_title_entity: bool = True
+
+
+class EviReformParams(Section):
+    """Online retrieval (Steps 1–7 of DESIGN §4; paper §3.5–3.8, Appendix A.2/A.4/A.6).
+
+    Paper defaults: 100 candidates, ≤ 12 selected, ≤ L = 3 residual queries, k_r = 2,
+    α = β = 0.5, one propagation step, 1/√|P_j| readout, one round.
+
+    Switches (the variants of Appendix A.2/A.4 are combinations of these):
+
+    * ``reformulation``: residual queries from (q, E_q) (Listing 13; Listing 16 when rounds > 1).
+    * ``propagation``: Eq. 12–14; off means z = s.
+    * ``residual_only``: s = r instead of β·b + (1−β)·r (falls back to b when V is empty).
+    * ``repeat_question``: the residual channel retrieves |V|·k_r propositions with the
+      original question instead (|V| from the same question's reformulation: matched count).
+    * ``reorder``: the Listing 15 judge orders the initial pool (≤ ``reorder_pool`` passages);
+      output is that order only (no reformulation, no propagation).
+    * ``rounds``: 1 = Listing 13; 2–3 = the bounded gap controller of Listing 16 (Eq. 19).
+    * ``selection``: ``llm`` = Listing 12; ``top`` = the ``max_selected`` highest candidates
+      (an LLM-free control, not in the paper).
+    """
+
+    index: IndexParams = IndexParams()
+    n_candidates: int = Field(100, ge=1, le=10_000)
+    max_selected: int = Field(12, ge=1, le=1000)
+    max_residual_queries: int = Field(3, ge=1, le=3)
+    k_r: int = Field(2, ge=1, le=1000)
+    alpha: float = Field(0.5, ge=0.0, le=1.0)
+    beta: float = Field(0.5, ge=0.0, le=1.0)
+    propagation_steps: int = Field(1, ge=1, le=10)
+    readout: Literal["sqrt", "sum", "mean"] = "sqrt"
+    rounds: int = Field(1, ge=1, le=3)
+    top_k: int = Field(20, ge=1, le=100_000)
+    pool_size: int = Field(20, ge=1, le=1000)
+    passage_format: str = "{title}\n{text}"
+    selection: Literal["llm", "top"] = "llm"
+    reformulation: bool = True
+    propagation: bool = True
+    residual_only: bool = False
+    repeat_question: bool = False
+    reorder: bool = False
+    reorder_pool: int = Field(40, ge=1, le=200)
+
+    @model_validator(mode="after")
+    def _consistent_switches(self) -> "EviReformParams":
+        needs_reform = {"residual_only": self.residual_only, "repeat_question": self.repeat_question,
+                        "rounds": self.rounds > 1}
+        for key, on in needs_reform.items():
+            if on and not self.reformulation:
+                raise ValueError(f"evireform.{key} requires evireform.reformulation: true")
+        if self.residual_only and self.repeat_question:
+            raise ValueError("evireform.residual_only and evireform.repeat_question exclude each other")
+        if self.reorder and (self.reformulation or self.propagation):
+            raise ValueError("evireform.reorder is a control without reformulation or propagation: "
+                             "set evireform.reformulation and evireform.propagation to false")
+        if self.max_selected > self.n_candidates:
+            raise ValueError(f"evireform.max_selected ({self.max_selected}) must not exceed "
+                             f"evireform.n_candidates ({self.n_candidates})")
+        if "{title}" not in self.passage_format and "{text}" not in self.passage_format:
+            raise ValueError("evireform.passage_format must contain {title} or {text}")
+        return self

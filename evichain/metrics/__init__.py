@@ -1,0 +1,1 @@
+"""Retrieval, QA and bootstrap metrics (DESIGN.md §6)."""

@@ -1,0 +1,62 @@
+"""Where every artifact of a dataset lives (one place, so stages and tests agree)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class DatasetPaths:
+    """Artifact paths of one dataset under ``artifacts/<dataset>/``."""
+
+    dataset: str
+    root: Path = Path("artifacts")
+
+    @property
+    def dir(self) -> Path:
+        return self.root / self.dataset
+
+    @property
+    def corpus(self) -> Path:
+        return self.dir / "corpus.parquet"
+
+    @property
+    def questions(self) -> Path:
+        return self.dir / "questions.parquet"
+
+    def run(self, method: str) -> Path:
+        return self.dir / "runs" / f"{method}.parquet"
+
+    def trace(self, method: str) -> Path:
+        return self.dir / "traces" / f"{method}.parquet"
+
+    def usage(self, stage: str) -> Path:
+        return self.dir / "usage" / f"{stage}.json"
+
+    def qa(self, method: str) -> Path:
+        return self.dir / "qa" / f"{method}.parquet"
+
+    def per_question(self, method: str) -> Path:
+        """Per-question metrics live under ``artifacts/eval/<ds>/`` so that the report stage
+        can depend on the one ``artifacts/eval`` directory for every dataset."""
+        return self.root / "eval" / self.dataset / f"{method}.parquet"
+
+    def index_file(self, name: str) -> Path:
+        return self.dir / "index" / name
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """Report outputs under ``reports/``."""
+
+    root: Path = Path("reports")
+
+    def metrics(self, dataset: str, method: str) -> Path:
+        return self.root / "metrics" / dataset / f"{method}.json"
+
+    def plot_data(self, name: str) -> Path:
+        return self.root / "plots" / f"{name}.csv"
+
+    def figure(self, name: str) -> Path:
+        return self.root / "figures" / f"{name}.png"

@@ -1,0 +1,1 @@
+"""Question answering over a method's final context (the shared reader) and without context."""

@@ -1,0 +1,66 @@
+"""The shared reader: one LLM call per question over its final context.
+
+Context = the method's top ``k`` passages (ranking methods, EviReform §4.2: K = 5) or an
+iterative method's own evidence cut to a token budget (3,000 tokens of the reader model's
+tokenizer, counted with litellm's token counter). A failed call is a status row
+(``status="failed"``, ``error_kind``, ``error``), never an empty answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from evichain.llm import LLMClient, LLMSuccess
+from evichain.qa.prompts import DIRECT, READER
+
+QA_COLUMNS = ["question_id", "prediction", "status", "error_kind", "error", "context_passage_ids",
+              "prompt_tokens", "completion_tokens", "cached"]
+
+
+def top_k_contexts(run: pd.DataFrame, k: int) -> dict[str, list[str]]:
+    """question_id → the first ``k`` passage ids of a run, in rank order."""
+    top = run.sort_values(["question_id", "rank"], kind="stable").groupby("question_id").head(k)
+    return {qid: list(g["passage_id"]) for qid, g in top.groupby("question_id", sort=False)}
+
+
+def fit_to_budget(passages: Sequence[dict[str, str]], budget: int,
+                  count: Callable[[str], int]) -> list[dict[str, str]]:
+    """The longest prefix of ``passages`` whose serialized texts fit in ``budget`` tokens.
+
+    A passage that would overflow is truncated to the remaining budget (word-wise) rather than
+    dropped when it is the first one, so the reader never gets an empty context.
+    """
+    kept: list[dict[str, str]] = []
+    used = 0
+    for p in passages:
+        cost = count(f"{p['title']}\n{p['text']}")
+        if used + cost <= budget:
+            kept.append(p)
+            used += cost
+            continue
+        if not kept:
+            words = p["text"].split()
+            share = max(1, int(len(words) * (budget - used) / max(cost, 1)))
+            kept.append({**p, "text": " ".join(words[:share])})
+        break
+    return kept
+
+
+def read_one(client: LLMClient, question: str, passages: Sequence[dict[str, str]] | None) -> dict[str, Any]:
+    """Answer one question (``passages=None`` → direct inference, Listing 3)."""
+    if passages is None:
+        result = client.call(DIRECT, payload={"question": question})
+    else:
+        evidence = [{"title": p["title"], "text": p["text"]} for p in passages]
+        result = client.call(READER, payload={"question": question, "evidence": evidence})
+    row: dict[str, Any] = {"prompt_tokens": result.usage.prompt_tokens,
+                           "completion_tokens": result.usage.completion_tokens}
+    if isinstance(result, LLMSuccess):
+        row.update(prediction=result.value.answer, status="ok", error_kind="", error="",
+                   cached=result.cached)
+    else:
+        row.update(prediction=None, cached=False, **{**result.status_row()})
+    return row

@@ -1,0 +1,1 @@
+"""Markdown/CSV tables and PNG figures of the evaluation results."""

@@ -1,0 +1,135 @@
+"""The paper-shaped main report (``reports/README.md``), EviReform §5, Tables 1-2 and A.1.
+
+Inputs are the metrics JSON of every dataset × method (``reports/metrics/<ds>/<m>.json``;
+answer metrics under ``qa-<m>``) and the per-question tables (``artifacts/eval/<ds>/<m>.parquet``).
+Every table is preceded by the setup it was measured under.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evichain.metrics.bootstrap import bootstrap_table
+from evichain.report.tables import definitions_markdown, render_bootstrap_markdown, render_markdown
+
+Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method → metrics JSON
+
+
+def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """dataset → method → metrics JSON (QA files ``qa-<m>.json`` folded in as EM/F1 keys)."""
+    import json
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for ds in datasets:
+        folder = root / ds
+        methods: dict[str, dict[str, Any]] = {}
+        for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+            data = json.loads(path.read_text())
+            name = path.stem
+            if name.startswith("qa-"):
+                m = methods.setdefault(name[3:], {})
+                m.update({"EM": data.get("EM"), "F1": data.get("F1"), "n_qa": data.get("n_questions"),
+                          "reader_tokens_per_question": data.get("reader_tokens_per_question")})
+            else:
+                methods.setdefault(name, {}).update(data)
+        out[ds] = methods
+    return out
+
+
+def _cell(values: Mapping[str, Any], key: str) -> Any:
+    if key in ("Recall@5", "Recall@10", "Hit@5", "Chain@5") and values.get("n_questions") == 0:
+        return "N/A"
+    value = values.get(key)
+    return "N/E" if value is None else value
+
+
+def main_table(metrics: Metrics, datasets: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
+    """Table 1 shape: one row per method, ``<dataset> <metric>`` columns; N/A / N/E cells."""
+    methods = sorted({m for ds in datasets for m in metrics.get(ds, {})})
+    data = {m: {f"{ds} {c}": _cell(metrics.get(ds, {}).get(m, {}), c) if m in metrics.get(ds, {})
+                else "N/E" for ds in datasets for c in columns} for m in methods}
+    return pd.DataFrame.from_dict(data, orient="index")
+
+
+def cost_table(metrics: Metrics, datasets: Sequence[str]) -> pd.DataFrame:
+    """LLM tokens per question (retrieval-time and reader) per method and dataset."""
+    rows = {}
+    for ds in datasets:
+        for m, v in metrics.get(ds, {}).items():
+            rows.setdefault(m, {})[f"{ds} retrieval"] = v.get("retrieval_tokens_per_question", 0.0 if m in ("bm25", "dense", "direct") else "N/E")
+            rows[m][f"{ds} reader"] = v.get("reader_tokens_per_question", "N/E")
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Sequence[str],
+                      n_resamples: int) -> tuple[str, pd.DataFrame]:
+    """Paired-bootstrap CIs for one dataset (Table A.1 shape) from the per-question tables."""
+    per_q = _per_question_tables(eval_root / dataset)
+    if len(per_q) < 2:
+        return "", pd.DataFrame()
+    boot = bootstrap_table(per_q, metrics, dataset, reference, n_resamples=n_resamples)
+    if boot.empty:
+        return "", boot
+    scores = boot[boot["kind"] == "score"]
+    ci = scores.assign(ci=[f"{100 * m:.2f} [{100 * lo:.2f}, {100 * hi:.2f}]"
+                           for m, lo, hi in zip(scores["mean"], scores["ci_low"], scores["ci_high"])])
+    table = ci.pivot(index="method", columns="metric", values="ci")
+    text = ["Per-method means with 95% bootstrap CIs (questions paired by id; "
+            f"n = {int(scores['n_questions'].max())}):", "", _plain_markdown(table)]
+    if (boot["kind"] == "difference").any():
+        text += ["", f"Paired difference of `{reference}` against the best other method per metric:",
+                 "", render_bootstrap_markdown(boot)]
+    else:
+        text += ["", f"(`{reference}` was not evaluated on {dataset}: no difference table.)"]
+    return "\n".join(text), boot
+
+
+def _per_question_tables(folder: Path) -> dict[str, pd.DataFrame]:
+    tables: dict[str, pd.DataFrame] = {}
+    for path in sorted(folder.glob("*.parquet")) if folder.exists() else []:
+        df = pd.read_parquet(path)
+        if "gold_reliable" in df.columns:
+            df = df[df["gold_reliable"].fillna(True).astype(bool)]
+        name = path.stem
+        cols = ["question_id", "EM", "F1"] if name.startswith("qa-") else \
+            ["question_id", *[c for c in df.columns if c.startswith(("Recall@", "Chain@", "Hit@"))]]
+        key = name[3:] if name.startswith("qa-") else name
+        part = df[[c for c in cols if c in df.columns]]
+        tables[key] = part if key not in tables else tables[key].merge(part, on="question_id", how="outer")
+    return tables
+
+
+def _plain_markdown(table: pd.DataFrame) -> str:
+    cols = list(table.columns)
+    lines = ["| Method | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
+    for method, row in table.iterrows():
+        lines.append(f"| {method} | " + " | ".join("" if pd.isna(row[c]) else str(row[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd.DataFrame,
+           bootstrap_md: Sequence[tuple[str, str]], figures: Sequence[str]) -> str:
+    """The whole report as Markdown."""
+    parts = ["# evichain results", "",
+             "Generated by `dvc repro` (stage `report`); do not edit by hand. Percentages; in each "
+             "column the best value is bold and the second best underlined. N/A = not applicable "
+             "(e.g. no gold passages), N/E = not evaluated (method not run on that dataset).", "",
+             "## Setup", "", setup, "",
+             "## Main table (EviReform Table 1 shape: R@5, R@10, F1, EM)", "", setup, "",
+             render_markdown(main), "",
+             "## Retrieval decomposition at K = 5 (Table 2 shape: Hit@5 / Recall@5 / Chain@5)", "",
+             setup, "", render_markdown(decomposition), "",
+             "## LLM tokens per question", "", setup, "",
+             render_markdown(cost, percent=False, decimals=1, lower_is_better=tuple(cost.columns)), ""]
+    for dataset, md in bootstrap_md:
+        if md:
+            parts += [f"## Paired bootstrap: {dataset}", "", setup, "", md, ""]
+    if figures:
+        parts += ["## Figures", "", *[f"![{f}]({f})" for f in figures], ""]
+    parts += ["## Metric definitions", "",
+              definitions_markdown(["Recall@K", "Chain@K", "Hit@K", "MAP@10", "nDCG@10", "EM", "F1"])]
+    return "\n".join(parts)

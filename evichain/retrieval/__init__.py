@@ -1,0 +1,1 @@
+"""First-stage retrievers (BM25, dense) and the run-table helpers every method uses."""

@@ -1,0 +1,50 @@
+"""Run tables: ``question_id, rank, passage_id, score`` (rank 1-based, top-k per question).
+
+Ties are broken by the stored passage order (the corpus row order), as EviReform C.1
+prescribes, so a run is a deterministic function of the scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+RUN_COLUMNS = ["question_id", "rank", "passage_id", "score"]
+
+
+def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` highest scores of a 1-D array; ties by lower index first."""
+    k = min(k, scores.shape[0])
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+    kth = scores[part].min()
+    cand = np.flatnonzero(scores >= kth)  # every index that could tie at the boundary
+    order = np.lexsort((cand, -scores[cand]))
+    return cand[order][:k]
+
+
+def run_from_scores(
+    question_ids: Sequence[str], scores: np.ndarray, passage_ids: Sequence[str], k: int,
+    *, positive_only: bool = False,
+) -> pd.DataFrame:
+    """Build a run table from a (questions × passages) score matrix.
+
+    With ``positive_only`` a passage needs a score > 0 to be retrieved (BM25: at least one
+    query term matched), so a question can have fewer than ``k`` rows.
+    """
+    pids = np.asarray(passage_ids, dtype=object)
+    rows: list[tuple[str, int, str, float]] = []
+    for qi, qid in enumerate(question_ids):
+        idx = top_k_indices(scores[qi], k)
+        if positive_only:
+            idx = idx[scores[qi, idx] > 0]
+        rows.extend((qid, r + 1, pids[j], float(scores[qi, j])) for r, j in enumerate(idx))
+    return pd.DataFrame(rows, columns=RUN_COLUMNS).astype({"rank": "int32", "score": "float64"})
+
+
+def format_passages(corpus: pd.DataFrame, template: str) -> list[str]:
+    """Passage texts for indexing, e.g. ``"{title}\\n{text}"``."""
+    return [template.format(title=t, text=x) for t, x in zip(corpus["title"], corpus["text"])]

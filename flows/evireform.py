@@ -1,0 +1,265 @@
+"""EviReform flows: index extraction (per passage) and online retrieval (per question).
+
+Extraction (``extractor: llm``): one Prefect task per passage (Listing 11 through the LLM
+client; concurrency bounded by ``orchestration.max_workers`` and ``llm.concurrency``), with
+progress per passage. Passages are grouped in shards of ``evireform.index.checkpoint_shard``;
+a finished shard is written to ``$EVICHAIN_CHECKPOINT_DIR`` (default
+``<user cache>/evichain/checkpoints``) under a key hashing (model, sampling settings, prompt
+name@version, the shard's passage ids and texts). DVC deletes stage outputs before a re-run,
+so an interrupted run resumes from these checkpoints plus the LLM cache: finished shards are
+read back, failed passages are tried again, nothing finished is called again.
+``extractor: sentences`` runs in shard tasks (no LLM).
+
+Retrieval: propositions and questions are encoded through the embedding service (cached),
+the index is assembled once, and each question is one task.
+
+Both flows take a :class:`~evichain.paths.DatasetPaths` and read their tables themselves:
+Prefect stores flow parameters in its API (at most 512 KB), so tables are never parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import platformdirs
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams
+from evichain.embed import get_embedder
+from evichain.io import read_json, read_parquet, write_json
+from evichain.llm import LLMClient
+from evichain.methods.evireform.extract import (PROPOSITION_COLUMNS, STATUS_COLUMNS,
+                                                PassageExtraction, TitleMatcher, llm_propositions,
+                                                order_tables, sentence_extraction, with_fallback)
+from evichain.methods.evireform.index import build_index, order_propositions
+from evichain.methods.evireform.llm_steps import EviReformLLM
+from evichain.methods.evireform.params import EviReformParams, IndexParams
+from evichain.methods.evireform.prompts import EXTRACT, LISTING_11
+from evichain.methods.evireform.retrieve import EviReformRetriever, QuestionResult
+from evichain.methods.evireform.variants import uses_llm
+from evichain.paths import DatasetPaths
+from evichain.retrieval.run import RUN_COLUMNS
+from flows.common import Progress, shard_size, shards, with_runner
+from flows.retrieve import encode_all
+
+
+# =========================================================================== extraction
+@dataclass
+class ExtractionOutput:
+    """The two extraction tables and the stage summary."""
+
+    propositions: pd.DataFrame
+    status: pd.DataFrame
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def checkpoint_root() -> Path:
+    """``$EVICHAIN_CHECKPOINT_DIR`` or ``<user cache>/evichain/checkpoints``."""
+    env = os.environ.get("EVICHAIN_CHECKPOINT_DIR")
+    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("evichain")) / "checkpoints"
+
+
+def shard_key(client: LLMClient, rows: Sequence[tuple[str, str, str]]) -> str:
+    """Hash of (model, sampling, prompt name@version, passage ids and texts of the shard)."""
+    payload = {"model": client.params.model, "sampling": client.sampling(), "prompt": EXTRACT.key,
+               "passages": [(pid, hashlib.sha256(text.encode()).hexdigest()) for pid, _, text in rows]}
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _load_shard(path: Path) -> dict[str, PassageExtraction]:
+    if not path.exists():
+        return {}
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return {}
+    return {o["status"]["passage_id"]: PassageExtraction(o["propositions"], o["status"])
+            for o in data["outcomes"]}
+
+
+def _save_shard(path: Path, outcomes: Sequence[PassageExtraction]) -> None:
+    write_json({"outcomes": [asdict(o) for o in outcomes]}, path)
+
+
+@task(cache_policy=NO_CACHE, task_run_name="extract-{passage_id}")
+def extract_passage(client: LLMClient, passage_id: str, text: str) -> PassageExtraction:
+    """Listing 11 for one passage (never raises: failures come back as status rows)."""
+    return llm_propositions(client, passage_id, text)
+
+
+@task(cache_policy=NO_CACHE, task_run_name="sentences-{start}")
+def sentence_shard(rows: list[tuple[str, str, str]], matcher: TitleMatcher, params: IndexParams,
+                   start: int) -> list[PassageExtraction]:
+    """The LLM-free extractor over one shard of passages."""
+    return [sentence_extraction(pid, title, text, matcher, params) for pid, title, text in rows]
+
+
+def _estimate_prompt_tokens(rows: Sequence[tuple[str, str, str]]) -> int:
+    """Rough prompt-token estimate (4 characters per token) before a long LLM run."""
+    return int(sum(len(LISTING_11) + len(text) + 16 for _, _, text in rows) / 4)
+
+
+def _llm_extract(rows: list[tuple[str, str, str]], params: IndexParams, client: LLMClient,
+                 root: Path) -> tuple[list[PassageExtraction], int]:
+    """Per-passage tasks with shard checkpoints; returns outcomes and passages resumed."""
+    log = get_run_logger()
+    plan = []
+    for chunk in shards(rows, params.checkpoint_shard):
+        path = root / f"evireform-extract-{shard_key(client, chunk)}.json"
+        done = {k: v for k, v in _load_shard(path).items() if v.status.get("status") == "ok"}
+        todo = [r for r in chunk if r[0] not in done]
+        plan.append((path, list(chunk), done, [(r[0], extract_passage.submit(client, r[0], r[2]))
+                                               for r in todo]))
+    resumed = sum(len(p[2]) for p in plan)
+    pending = [r for p in plan for r in p[1] if r[0] not in p[2]]
+    log.info("LLM extraction: %d passages to call (%d resumed from checkpoints), ~%d prompt "
+             "tokens estimated", len(pending), resumed, _estimate_prompt_tokens(pending))
+    progress = Progress(len(rows), "extract propositions (passages)")
+    if resumed:
+        progress.advance(resumed)
+    outcomes: list[PassageExtraction] = []
+    for path, chunk, done, futures in plan:
+        for pid, fut in futures:
+            done[pid] = fut.result()
+            progress.advance()
+        shard_out = [done[r[0]] for r in chunk]
+        _save_shard(path, shard_out)
+        outcomes += shard_out
+    return outcomes, resumed
+
+
+def _sentence_extract(rows: list[tuple[str, str, str]], matcher: TitleMatcher, params: IndexParams,
+                      orch: OrchestrationParams) -> list[PassageExtraction]:
+    size = shard_size(len(rows), orch.max_workers, minimum=500)
+    futures = [(sentence_shard.submit(list(chunk), matcher, params, s), len(chunk))
+               for s, chunk in zip(range(0, len(rows), size), shards(rows, size))]
+    progress = Progress(len(rows), "extract propositions (sentences)")
+    out: list[PassageExtraction] = []
+    for fut, n in futures:
+        out += fut.result()
+        progress.advance(n)
+    return out
+
+
+def extraction_summary(status: pd.DataFrame, n_props: int, extractor: str) -> dict[str, Any]:
+    """Counts for the stage summary (ok / failed / fallback / rate)."""
+    failed = int((status["status"] == "failed").sum())
+    return {"extractor": extractor, "passages": len(status), "ok": len(status) - failed,
+            "failed": failed, "failure_rate": round(failed / max(1, len(status)), 4),
+            "fallback_sentences": int((status["fallback"] == "sentences").sum()),
+            "propositions": n_props,
+            "failure_kinds": {str(k): int(v) for k, v in
+                              status.loc[status["status"] == "failed", "error_kind"].value_counts().items()}}
+
+
+@flow(name="evireform-extract", log_prints=True)
+def extraction_flow(paths: DatasetPaths, params: IndexParams, llm: LLMParams,
+                    orch: OrchestrationParams, root: Path | None = None) -> ExtractionOutput:
+    """Propositions + status rows for every passage of ``paths.corpus`` (module docstring).
+
+    Flows take paths, not tables: Prefect stores flow parameters (limit 512 KB)."""
+    corpus = read_parquet(paths.corpus)
+    rows = list(zip(corpus["passage_id"], corpus["title"], corpus["text"]))
+    matcher = TitleMatcher(corpus["title"])
+    summary: dict[str, Any] = {}
+    if params.extractor == "sentences":
+        outcomes = _sentence_extract(rows, matcher, params, orch)
+    else:
+        client = LLMClient(llm, stage="extract_propositions")
+        outcomes, summary["resumed_passages"] = _llm_extract(rows, params, client, root or checkpoint_root())
+        titles = {pid: (title, text) for pid, title, text in rows}
+        outcomes = [with_fallback(o, *titles[o.status["passage_id"]], matcher, params) for o in outcomes]
+        summary["llm_usage"] = client.usage.as_dict()
+    props, status = order_tables([p for o in outcomes for p in o.propositions],
+                                 [o.status for o in outcomes], corpus["passage_id"].tolist())
+    props_df = pd.DataFrame(props, columns=PROPOSITION_COLUMNS)
+    status_df = pd.DataFrame(status, columns=STATUS_COLUMNS)
+    summary.update(extraction_summary(status_df, len(props_df), params.extractor))
+    return ExtractionOutput(props_df, status_df, summary)
+
+
+# =========================================================================== retrieval
+@task(cache_policy=NO_CACHE, task_run_name="evireform-{question_id}")
+def retrieve_question(retriever: EviReformRetriever, question_id: str, question: str,
+                      h_q: np.ndarray, gold: list[str]) -> QuestionResult:
+    """Steps 1–7 for one question."""
+    return retriever.retrieve(question_id, question, h_q, gold)
+
+
+@dataclass
+class RetrievalOutput:
+    """Run, trace and the stage summary (fallback counts, latency, LLM usage)."""
+
+    run: pd.DataFrame
+    trace: pd.DataFrame
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _latency(results: Sequence[QuestionResult], key: str) -> dict[str, float]:
+    ms = np.array([r.seconds[key] * 1000.0 for r in results]) if results else np.zeros(1)
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 3),
+            "p95_ms": round(float(np.percentile(ms, 95)), 3),
+            "mean_ms": round(float(ms.mean()), 3)}
+
+
+def retrieval_summary(trace: pd.DataFrame, results: Sequence[QuestionResult]) -> dict[str, Any]:
+    """Fallback counts and latency (excluding LLM calls; encode separately)."""
+    return {"questions": len(trace),
+            "selection_fallbacks": int(trace["selection_fallback"].sum()),
+            "residual_fallbacks": int(trace["residual_fallback"].sum()),
+            "judge_fallbacks": int(trace["judge_fallback"].sum()),
+            "invalid_selected_ids": int(trace["n_invalid_ids"].sum()),
+            "selection_status": {str(k): int(v) for k, v in trace["selection_status"].value_counts().items()},
+            "latency_compute": _latency(results, "compute"),
+            "latency_encode": _latency(results, "encode")}
+
+
+@flow(name="evireform-retrieve", log_prints=True)
+def retrieval_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams,
+                   embed: EmbedParams, orch: OrchestrationParams,
+                   stage: str = "retrieve_evireform") -> RetrievalOutput:
+    """Encode, build the index, then one task per question (module docstring)."""
+    corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
+    props, entities, incidence = (read_parquet(paths.index_file(f"{n}.parquet"))
+                                  for n in ("propositions", "entities", "incidence"))
+    props = order_propositions(props, corpus["passage_id"].tolist())
+    H = encode_all(props["text"].tolist(), embed, orch, "propositions")
+    index = build_index(corpus, props, entities, incidence, H, params.passage_format)
+    Q = encode_all(questions["question"].tolist(), embed, orch, "questions")
+    client = LLMClient(llm, stage=stage) if uses_llm(params) else None
+    steps = EviReformLLM(client, params) if client else None
+    retriever = EviReformRetriever(index, params, steps, get_embedder(embed).encode)
+    golds = [list(g) for g in questions["gold_passage_ids"]]
+    futures = [retrieve_question.submit(retriever, qid, text, Q[n], golds[n])
+               for n, (qid, text) in enumerate(zip(questions["question_id"], questions["question"]))]
+    progress = Progress(len(futures), "evireform questions")
+    results = []
+    for fut in futures:
+        results.append(fut.result())
+        progress.advance()
+    run = pd.DataFrame([r for res in results for r in res.rows], columns=RUN_COLUMNS)
+    run = run.astype({"rank": "int32", "score": "float64"})
+    trace = pd.DataFrame([res.trace for res in results])
+    summary = retrieval_summary(trace, results)
+    summary["llm_usage"] = client.usage.as_dict() if client else {"calls": 0}
+    return RetrievalOutput(run, trace, summary)
+
+
+def run_retrieval(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> RetrievalOutput:
+    """:func:`retrieval_flow` on the task runner selected by ``orchestration``."""
+    return with_runner(retrieval_flow, orch)(*args, orch=orch, **kwargs)
+
+
+def run_extraction(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> ExtractionOutput:
+    """:func:`extraction_flow` on the task runner selected by ``orchestration``."""
+    return with_runner(extraction_flow, orch)(*args, orch=orch, **kwargs)

