@@ -30,7 +30,8 @@ class DemoParams(Section):
     """The bundled ``demo`` dataset: a real slice of 2Wiki (first reliable questions)."""
 
     source: Literal["2wiki"] = "2wiki"
-    n_questions: int = Field(12, ge=1, le=1000)
+    n_questions: int = Field(8, ge=1, le=1000)
+    max_passages: int = Field(30, ge=2, le=1000)
 
 
 class MedicalChunking(Section):
@@ -167,6 +168,7 @@ class OrchestrationParams(Section):
 
 # EviReform's sections live with the method; imported once Section exists (import cycle).
 from evichain.methods.evireform.params import EviReformParams  # noqa: E402
+from evichain.methods.cee.params import CEEParams  # noqa: E402
 
 
 class Params(Section):
@@ -187,6 +189,28 @@ class Params(Section):
     evireform: EviReformParams = EviReformParams()
     evireform_datasets: list[str] = Field(default_factory=lambda: ["demo"])
     evireform_variants: list[str] = Field(default_factory=lambda: ["base", "full"])
+    cee: CEEParams = CEEParams()
+    cee_datasets: list[str] = Field(default_factory=lambda: ["demo"])
+    cee_variants: list[str] = Field(
+        default_factory=lambda: ["full", "no_coverage", "no_contrastive", "no_sequential"])
+
+    @field_validator("cee_variants")
+    @classmethod
+    def _known_cee_variants(cls, v: list[str]) -> list[str]:
+        from evichain.methods.cee.params import VARIANTS
+
+        unknown = [name for name in v if name not in VARIANTS]
+        if unknown:
+            raise ValueError(f"unknown CEE variant(s) {unknown}; known: {sorted(VARIANTS)}")
+        return v
+
+    @field_validator("cee_datasets")
+    @classmethod
+    def _known_cee_datasets(cls, v: list[str]) -> list[str]:
+        unknown = [d for d in v if d not in DATASETS]
+        if unknown:
+            raise ValueError(f"unknown dataset(s) {unknown}; known: {list(DATASETS)}")
+        return v
 
     @field_validator("evireform_variants")
     @classmethod

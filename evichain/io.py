@@ -47,11 +47,15 @@ def write_parquet(df: pd.DataFrame, path: str | Path) -> Path:
     return Path(path)
 
 
+class MissingArtifactError(FileNotFoundError):
+    """A stage input that an earlier stage has not produced (yet)."""
+
+
 def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
     """Read a Parquet file, failing with the path in the message if it is missing."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the stage that produces it first")
+        raise MissingArtifactError(f"{path} does not exist: run the stage that produces it first")
     return pq.read_table(path, columns=columns).to_pandas()
 
 

@@ -57,6 +57,7 @@ def read_flow(questions_path: Path, corpus_path: Path | None, run_path: Path | N
               llm: LLMParams, stage: str) -> tuple[pd.DataFrame, Usage]:
     """Answer every question from its top-``k`` context (or without context)."""
     questions = read_parquet(questions_path)
+    stage_client(llm, stage)  # created (and a local model server started) in the flow's thread
     contexts = None if run_path is None or corpus_path is None else load_contexts(corpus_path, run_path, k)
     futures = [read_question.submit(llm, stage, qid, q, None if contexts is None else contexts.get(qid, []))
                for qid, q in zip(questions["question_id"], questions["question"])]

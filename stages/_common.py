@@ -42,14 +42,68 @@ bootstrap_env()
 from evichain.config import ParamsError  # noqa: E402
 
 
+_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """Errors about the user's inputs (params, source data, model paths, missing artifacts),
+    whose one-line message says everything: no traceback helps with them."""
+    from evichain.data.sources import SourceDataError
+    from evichain.embed.models import ModelNotFound
+    from evichain.io import MissingArtifactError
+
+    return (ParamsError, SourceDataError, ModelNotFound, MissingArtifactError)
+
+
+def _subclass_names(classes: tuple[type[BaseException], ...]) -> tuple[str, ...]:
+    names: set[str] = set()
+    todo = list(classes)
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return tuple(sorted(names))
+
+
+class _QuietInputErrors(logging.Filter):
+    """Drops Prefect's task/flow failure records (tracebacks, retry notices and repeats of the
+    message) for input errors, which :func:`run_stage` reports once, cleanly. Other errors keep
+    their tracebacks; ``EVICHAIN_TRACEBACKS=1`` keeps everything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors = _input_errors()
+        names = _subclass_names(self.errors)
+        self.marks = tuple(f"{n}{sep}" for n in names for sep in ("(", ":"))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            if not isinstance(exc, self.errors):
+                return True
+            name = type(exc).__name__  # maybe a subclass imported after the stage started
+            self.marks = tuple(dict.fromkeys((*self.marks, f"{name}(", f"{name}:")))
+            return False
+        text = record.getMessage()
+        return not any(mark in text for mark in self.marks)
+
+
 def run_stage(name: str, body: Callable[[], dict[str, Any] | None]) -> None:
     """Run a stage body; print a one-line summary, or a clear error and exit 2."""
     start = time.perf_counter()
+    quiet = None if os.environ.get("EVICHAIN_TRACEBACKS") == "1" else _QuietInputErrors()
+    if quiet is not None:
+        for logger in _RUN_LOGGERS:
+            logging.getLogger(logger).addFilter(quiet)
     try:
         summary = body() or {}
     except (ParamsError, FileNotFoundError, ValueError, RuntimeError) as exc:
         print(f"[{name}] error: {exc}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        if quiet is not None:
+            for logger in _RUN_LOGGERS:
+                logging.getLogger(logger).removeFilter(quiet)
     summary["seconds"] = round(time.perf_counter() - start, 2)
     print(f"[{name}] done: {json.dumps(summary, sort_keys=True, default=str)}")
 

@@ -206,3 +206,30 @@ def test_index_statistics_table() -> None:
     assert stats["entity_degree"]["max"] == 2 and stats["extractor"] == {"llm": 2, "sentences": 1}
     md = statistics_markdown("toy", stats)
     assert "| toy | 3 | 3 | 2 | 4 | 1.00 |" in md and "llm: 2, sentences: 1" in md
+
+
+def test_stage_records_failures_and_fails_only_above_threshold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from stages.extract_propositions import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVICHAIN_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    corpus = pd.DataFrame({"passage_id": [f"p{i}" for i in range(4)], "title": [f"T{i}" for i in range(4)],
+                           "text": [f"Fact number {i} about word{i}." for i in range(4)]})
+    write_parquet(corpus, DatasetPaths("toy").corpus)
+    set_responder(Replies(word2="{broken"))                         # 1 of 4 passages fails: 25 %
+    outcomes = {}
+    for rate in (0.3, 0.2):
+        params = {"llm": {"model": "scripted/stage", "backoff_base_s": 0.0, "max_retries": 0},
+                  "evireform": {"index": {"max_failure_rate": rate, "failure_fallback": "none"}}}
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        outcomes[rate] = CliRunner().invoke(app, ["--dataset", "toy", "--params", "params.yaml"])
+    assert outcomes[0.3].exit_code == 0, outcomes[0.3].output
+    assert outcomes[0.2].exit_code == 2                               # 25 % > 20 %: stage fails
+    status = pd.read_parquet(DatasetPaths("toy").index_file("extraction_status.parquet"))
+    assert status["status"].tolist() == ["ok", "ok", "failed", "ok"]   # ... after writing its rows
+    summary = json.loads(DatasetPaths("toy").usage("extract_propositions").read_text())
+    assert summary["failed"] == 1 and summary["failure_rate"] == 0.25

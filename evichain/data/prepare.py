@@ -3,7 +3,8 @@
 ``prepare_dataset(name, source_dir, params)``: ``source_dir`` is the ``data/`` folder that holds
 ``SHA256SUMS`` and the per-benchmark folders. The SHA-256 of every file the conversion reads
 is checked first; both tables are validated last (gold passages are required for every
-dataset except ``medical``). Nothing is written here: the stage writes the two tables.
+dataset except ``medical``); a validation error names the dataset's source files.
+Nothing is written here: the stage writes the two tables.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import pandas as pd
 from evichain.config import DATASETS, DataParams
 from evichain.data import demo, hotpotqa, medical, musique, twowiki
 from evichain.data.schema import validate_corpus, validate_questions
-from evichain.data.sources import verify_sources
+from evichain.data.sources import SHARED_HINT, MalformedSourceError, verify_sources
 
 Tables = tuple[pd.DataFrame, pd.DataFrame]
 Converter = Callable[[Path, DataParams], Tables]
 
 _CONVERTERS: dict[str, tuple[tuple[str, ...], Converter]] = {
-    "demo": (demo.FILES, lambda d, p: demo.convert(d, p.demo.n_questions)),
+    "demo": (demo.FILES, lambda d, p: demo.convert(d, p.demo.n_questions, p.demo.max_passages)),
     "2wiki": (twowiki.FILES, lambda d, p: twowiki.convert(d)),
     "musique": (musique.FILES, lambda d, p: musique.convert(d)),
     "hotpotqa": (hotpotqa.FILES, lambda d, p: hotpotqa.convert(d)),
@@ -45,8 +46,15 @@ def prepare_dataset(name: str, source_dir: Path, params: DataParams) -> Tables:
     source_dir = Path(source_dir)
     verify_sources(source_dir, files)
     corpus, questions = convert(source_dir, params)
-    validate_corpus(corpus)
-    validate_questions(questions, corpus, require_gold=name not in WITHOUT_GOLD)
+    try:
+        validate_corpus(corpus)
+        validate_questions(questions, corpus, require_gold=name not in WITHOUT_GOLD)
+    except ValueError as exc:  # the record is bad: name the files it came from and what to do
+        sources = ", ".join(str(source_dir / rel) for rel in files)
+        raise MalformedSourceError(
+            f"dataset {name!r} (from {sources}): {exc}; fix or remove that record in the source "
+            f"file, or {SHARED_HINT}"
+        ) from None
     return corpus, questions
 
 

@@ -61,6 +61,11 @@ QUESTIONS_ARROW_SCHEMA = pa.schema(
 
 _SEP = "\x1f"
 
+# One passage longer than this is a document, not a passage: no LLM context of the bundled
+# model holds it and embedding models read only its first few hundred tokens. The longest
+# passage of the bundled benchmarks has 8,268 characters (HotpotQA).
+MAX_PASSAGE_CHARS = 100_000
+
 
 def passage_id(title: str, text: str) -> str:
     """Stable content-hash id of a passage: ``"p"`` + first 16 hex digits of SHA-256."""
@@ -111,7 +116,18 @@ def validate_corpus(df: pd.DataFrame) -> None:
         raise ValueError("corpus: no passages")
     _check_unique(df["passage_id"], "corpus", "passage_id")
     for col in ("title", "text"):
-        _check_nonempty_strings(df[col], df["passage_id"], "corpus", col)
+        _check_strings(df[col], df["passage_id"], "corpus", col)
+    for pid, title, text in zip(df["passage_id"], df["title"], df["text"]):
+        if not title.strip():
+            raise ValueError(f"corpus: empty title for {pid!r} (text {text[:60]!r})")
+        if not text.strip():
+            raise ValueError(f"corpus: empty text for {pid!r} (title {title!r})")
+        if len(text) > MAX_PASSAGE_CHARS:
+            raise ValueError(
+                f"corpus: passage {pid!r} (title {title!r}) has {len(text):,} characters, more than "
+                f"the {MAX_PASSAGE_CHARS:,} allowed for one passage; split long documents into "
+                "passages (as the Medical converter does with data.medical.chunk_words)"
+            )
     dup = df.duplicated(["title", "text"])
     if dup.any():
         first = df.loc[dup, "passage_id"].iloc[0]
@@ -162,6 +178,15 @@ def _check_strings(col: pd.Series, ids: pd.Series, table: str, name: str) -> Non
     for key, value in zip(ids, col):
         if not isinstance(value, str):
             raise ValueError(f"{table}: {name} of {key!r} is {type(value).__name__}, not str")
+        _check_unicode(value, f"{table}: {name} of {key!r}")
+
+
+def _check_unicode(value: str, where: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{where} is not valid Unicode (a lone surrogate at character "
+                         f"{exc.start})") from None
 
 
 def _check_nonempty_strings(col: pd.Series, ids: pd.Series, table: str, name: str) -> None:
@@ -193,6 +218,8 @@ def _check_answers(qid: str, answers: Any) -> None:
         raise ValueError(f"questions: {qid!r} has no answers (need a non-empty list of strings)")
     if any(not isinstance(a, str) or not a.strip() for a in items):
         raise ValueError(f"questions: {qid!r} has an empty or non-string answer: {items!r}")
+    for a in items:
+        _check_unicode(a, f"questions: an answer of {qid!r}")
     if len(set(items)) != len(items):
         raise ValueError(f"questions: {qid!r} has duplicate answers: {items!r}")
 

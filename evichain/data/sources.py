@@ -147,8 +147,28 @@ def expect_type(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
 
 
 def field(record: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    """``record[key]`` checked for presence and type; errors name ``where`` and the key."""
+    """``record[key]`` checked for presence and type; errors name ``where`` and the key.
+
+    A string value must be valid Unicode: JSON can spell a lone surrogate (``"\\ud800"``),
+    which no UTF-8 writer accepts later, so it is rejected here, where the record is known.
+    """
     expect_type(record, dict, where)
     if key not in record:
         raise MalformedSourceError(f"{where}: missing field {key!r}")
-    return expect_type(record[key], kind, f"{where}: field {key!r}")
+    value = expect_type(record[key], kind, f"{where}: field {key!r}")
+    if isinstance(value, str):
+        check_unicode(value, f"{where}: field {key!r}")
+    return value
+
+
+def check_unicode(value: str, where: str) -> str:
+    """``value`` if it encodes as UTF-8; a lone surrogate raises naming ``where``."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MalformedSourceError(
+            f"{where}: not valid Unicode (a lone surrogate {value[exc.start]!r} at character "
+            f"{exc.start}, from a JSON escape such as \\ud800 without its pair); fix that record "
+            f"in the source file, or {SHARED_HINT}"
+        ) from None
+    return value

@@ -33,7 +33,7 @@ FILES: tuple[str, ...] = (CORPUS_FILE, QUESTIONS_FILE)
 TitleIndex = dict[str, list[tuple[str, str]]]  # title -> [(passage_id, text)] in corpus order
 
 
-class GoldResolutionError(ValueError):
+class GoldResolutionError(MalformedSourceError):
     """A gold title that cannot be mapped to exactly one corpus passage."""
 
 

@@ -13,7 +13,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +130,13 @@ class Embedder:
         return np.concatenate(out).astype(np.float32)
 
 
-@lru_cache(maxsize=4)
+_EMBEDDERS: dict[EmbedParams, Embedder] = {}
+_EMBEDDERS_LOCK = threading.Lock()
+
+
 def get_embedder(params: EmbedParams) -> Embedder:
-    """One embedder per params per process (the model loads once)."""
-    return Embedder(params)
+    """One embedder per params per process (the model loads once, even from many threads)."""
+    with _EMBEDDERS_LOCK:
+        if params not in _EMBEDDERS:
+            _EMBEDDERS[params] = Embedder(params)
+        return _EMBEDDERS[params]

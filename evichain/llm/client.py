@@ -104,6 +104,10 @@ class LLMClient:
         self._usage_lock = threading.Lock()
         self._endpoint: Endpoint | None = None
         self._endpoint_lock = threading.Lock()
+        if threading.current_thread() is threading.main_thread():
+            # Resolve now: a bundled local server started from the main thread is tied to this
+            # process (it dies with it, even on kill -9); from worker threads it starts lazily.
+            self._resolve()
 
     # ------------------------------------------------------------------ public API
     def call(self, prompt: Prompt[T], *, check: Check | None = None, **variables: Any) -> LLMResult:

@@ -83,7 +83,10 @@ def _tail(path: Path | None, lines: int = _LOG_TAIL_LINES) -> str:
 
 
 def _pdeathsig_preexec_fn() -> Any:
-    """A ``preexec_fn`` that makes Linux SIGTERM the child when the parent thread dies.
+    """A ``preexec_fn`` that makes Linux SIGKILL the child when the parent thread dies.
+
+    SIGKILL, not SIGTERM: on SIGTERM uvicorn waits for the request in flight,
+    which can take minutes, although nobody is left to read the answer.
 
     ``libc.prctl`` is resolved here, in the parent, so that the function run
     between fork and exec imports nothing and takes no locks.  Returns
@@ -98,10 +101,10 @@ def _pdeathsig_preexec_fn() -> Any:
     except (OSError, AttributeError):  # pragma: no cover
         return None
     pr_set_pdeathsig = 1
-    sigterm = int(signal.SIGTERM)
+    sigkill = int(signal.SIGKILL)
 
     def _preexec() -> None:  # pragma: no cover - runs in the child
-        prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
+        prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
 
     return _preexec
 
@@ -137,7 +140,7 @@ class LocalLLMServer:
         command: Replace the whole command line (tests / debugging); the
             model is then not prepared and ``--port`` is not added.
         env: Extra environment variables for the child.
-        die_with_parent: On Linux, SIGTERM the child if the starting thread
+        die_with_parent: On Linux, SIGKILL the child if the starting thread
             dies; ``None`` = only when started from the main thread (threads
             of a task runner may end before the process does).
         warmup: After start-up send one 1-token chat completion so the first

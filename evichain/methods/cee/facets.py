@@ -6,7 +6,8 @@
   prompt) writes at most ``max_facets_per_pair`` queries answerable from d_i and not from d_r.
   A pair never raises: it is ``ok`` with its facets or ``failed`` with the client's failure.
 * C_i = ∪_r C_{i,r}: facets of all pairs of d_i, whitespace-collapsed, case-insensitively
-  distinct (first occurrence kept, pairs in neighbour order).
+  distinct (first occurrence kept, pairs in neighbour order); replies shorter than
+  :data:`MIN_FACET_WORDS` words are dropped (``n_facets`` counts the kept ones).
 * Targets: every passage (``facet_scope: all``), or only those the evaluated questions can
   reach (``reachable``): the union over questions of each question's dense top-``facet_scope_n``
   pool — a restriction for machines where the LLM is slow, not part of the method.
@@ -34,12 +35,15 @@ import platformdirs
 
 from evichain.io import read_json, write_json
 from evichain.llm import LLMClient, LLMSuccess
+from evichain.llm.cache import cache_key
 from evichain.llm.types import Prompt
 from evichain.methods.cee.params import FacetParams
 from evichain.methods.cee.prompts import (clean_texts, cut_words, facet_prompt, minified,
                                           nonempty_check)
 from evichain.retrieval.run import top_k_indices
 
+MIN_FACET_WORDS = 3
+"""A facet is a question: shorter replies (e.g. a bare name, or a copied placeholder) are dropped."""
 FACET_COLUMNS = ["facet_id", "passage_id", "neighbour_id", "facet_query"]
 STATUS_COLUMNS = ["passage_id", "neighbour_id", "neighbour_rank", "similarity", "status",
                   "error_kind", "error", "n_facets", "prompt_tokens", "completion_tokens"]
@@ -157,8 +161,17 @@ def generate_pair_facets(client: LLMClient, pair: FacetPair, target: Passage, re
            "completion_tokens": ct}
     if not isinstance(result, LLMSuccess):
         return PairOutcome([], {**row, **result.status_row()})
-    facets = clean_texts(result.value.facets, params.max_facets_per_pair)
+    facets = clean_texts(result.value.facets, params.max_facets_per_pair, MIN_FACET_WORDS)
     return PairOutcome(facets, {**row, "n_facets": len(facets)})
+
+
+def pair_cached(client: LLMClient, prompt: Prompt[Any], target: Passage, reference: Passage,
+                params: FacetParams) -> bool:
+    """Whether the pair's call is already in the LLM cache (same key recipe as the client)."""
+    messages = prompt.messages(data=facet_data(target, reference, params.max_passage_words))
+    key = cache_key(model=client.params.model, messages=messages, sampling=client.sampling(),
+                    schema=prompt.json_schema(), prompt=prompt.key)
+    return client.cache.get(key) is not None
 
 
 # --------------------------------------------------------------------------- tables

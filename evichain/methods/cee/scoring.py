@@ -67,13 +67,9 @@ def facet_weights(P: np.ndarray, F: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
     Padding gets weight 0; a passage without facets has all-zero weights (empty sum).
     """
-    logits = np.einsum("pk,dmk->pdm", np.asarray(P, dtype=np.float64), F)
-    logits = np.where(mask[None], logits, -np.inf)
-    peak = logits.max(axis=2, keepdims=True) if logits.shape[2] else np.zeros(logits.shape[:2] + (1,))
-    peak = np.where(np.isfinite(peak), peak, 0.0)
-    expo = np.where(mask[None], np.exp(logits - peak), 0.0)
-    total = expo.sum(axis=2, keepdims=True)
-    return np.divide(expo, total, out=np.zeros_like(expo), where=total > 0)
+    if F.shape[1] == 0:
+        return np.zeros((P.shape[0], F.shape[0], 0))
+    return _masked_softmax(np.einsum("pk,dmk->pdm", np.asarray(P, dtype=np.float64), F), mask)
 
 
 def facet_representation(w: np.ndarray, F: np.ndarray) -> np.ndarray:
@@ -88,12 +84,49 @@ def refined_representation(D: np.ndarray, b: np.ndarray, alpha: float) -> np.nda
     return np.divide(h, norm, out=np.zeros_like(h), where=norm > 0)
 
 
-def refined_scores(P: np.ndarray, D: np.ndarray, F: np.ndarray, mask: np.ndarray,
-                   alpha: float) -> np.ndarray:
-    """g(p, d) = φ(p)ᵀ h̃_{p,d} (n_p × n_d), via Eq. 3 and Eq. 4."""
+def refined_scores_explicit(P: np.ndarray, D: np.ndarray, F: np.ndarray, mask: np.ndarray,
+                            alpha: float) -> np.ndarray:
+    """g(p, d) = φ(p)ᵀ h̃_{p,d} (n_p × n_d), literally via Eq. 3, Eq. 4 and h̃ (materialises
+    the n_p × n_d × dim tensors b and h̃; the reference for :func:`refined_scores`)."""
     b = facet_representation(facet_weights(P, F, mask), F)
     h = refined_representation(D, b, alpha)
     return np.einsum("pk,pdk->pd", np.asarray(P, dtype=np.float64), h)
+
+
+def refined_scores(P: np.ndarray, D: np.ndarray, F: np.ndarray, mask: np.ndarray,
+                   alpha: float) -> np.ndarray:
+    """g(p, d) = φ(p)ᵀ h̃_{p,d} (n_p × n_d) without materialising b or h̃ (same algebra).
+
+    With w = Eq. 3 weights, S_pm = sim(p, c_d^m), G_d = facet Gram matrix, u_dm = φ(d)ᵀφ(c_d^m):
+    φ(p)ᵀ(φ(d) + α b) = sim(p, d) + α Σ_m w_m S_pm and
+    ‖φ(d) + α b‖² = ‖φ(d)‖² + 2α Σ_m w_m u_dm + α² wᵀ G_d w;  g = the first over the root of the
+    second. Only matrix products over dim (BLAS) and products over the M facets remain.
+    """
+    P64, D64 = np.asarray(P, dtype=np.float64), np.asarray(D, dtype=np.float64)
+    sim = P64 @ D64.T
+    dd = np.einsum("dk,dk->d", D64, D64)
+    if F.shape[1] == 0:
+        return sim / np.sqrt(dd)[None]
+    n_d, M, dim = F.shape
+    S = (P64 @ F.reshape(n_d * M, dim).T).reshape(P64.shape[0], n_d, M)
+    w = _masked_softmax(S, mask)
+    u = np.matmul(F, D64[:, :, None])[:, :, 0]                       # n_d × M
+    G = np.matmul(F, F.transpose(0, 2, 1))                           # n_d × M × M
+    wT = w.transpose(1, 0, 2)                                        # n_d × n_p × M
+    quad = np.einsum("dpm,dpm->dp", np.matmul(wT, G), wT).T          # n_p × n_d
+    norm2 = dd[None] + 2.0 * alpha * np.einsum("pdm,dm->pd", w, u) + alpha ** 2 * quad
+    num = sim + alpha * np.einsum("pdm,pdm->pd", w, S)
+    return num / np.sqrt(np.maximum(norm2, 1e-300))
+
+
+def _masked_softmax(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis where ``mask`` (broadcast over probes); 0 elsewhere."""
+    masked = np.where(mask[None], logits, -np.inf)
+    peak = masked.max(axis=2, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    expo = np.where(mask[None], np.exp(masked - peak), 0.0)
+    total = expo.sum(axis=2, keepdims=True)
+    return np.divide(expo, total, out=np.zeros_like(expo), where=total > 0)
 
 
 def s_con(g: np.ndarray) -> np.ndarray:

@@ -9,15 +9,17 @@
 * :meth:`EviReformLLM.judge`: Listing 15 (reorder control, Appendix A.4).
 
 Every method returns what the model said (unvalidated against retrieval state: the caller
-drops invalid ids and counts them) and a :class:`StepUsage` (ok / failure kind, tokens, LLM
-seconds). Tokens of a cache hit are those stored with the response, so traces do not depend
+drops invalid ids and counts them) and a :class:`StepUsage` (ok / failure kind, tokens, and
+the seconds of the whole step: building the prompt and the call, i.e. the time that
+"retrieval excluding LLM calls" leaves out). Tokens of a cache hit are those stored with the response, so traces do not depend
 on the cache state.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,7 @@ class StepUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     cached: bool = False
 
 
@@ -48,6 +51,21 @@ def tokens_used(client: LLMClient, result: Any) -> tuple[int, int]:
     return result.usage.prompt_tokens, result.usage.completion_tokens
 
 
+def _timed(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Set the returned usage's ``seconds`` (wall) and ``cpu_seconds`` (this thread's CPU
+    time) to the duration of the whole step."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start, cpu = time.perf_counter(), time.thread_time()
+        out = method(*args, **kwargs)
+        out[-1].seconds = time.perf_counter() - start
+        out[-1].cpu_seconds = time.thread_time() - cpu
+        return out
+
+    return wrapper
+
+
 class EviReformLLM:
     """Listings 12, 13, 15, 16 through one :class:`LLMClient`."""
 
@@ -56,14 +74,13 @@ class EviReformLLM:
         self.params = params
 
     def _call(self, prompt: Prompt[Any], check: Any = None, **variables: Any) -> tuple[Any, StepUsage]:
-        start = time.perf_counter()
         result = self.client.call(prompt, check=check, **variables)
         pt, ct = tokens_used(self.client, result)
         usage = StepUsage(ok=result.ok, kind="" if result.ok else result.kind, prompt_tokens=pt,
-                          completion_tokens=ct, seconds=time.perf_counter() - start,
-                          cached=bool(getattr(result, "cached", False)))
+                          completion_tokens=ct, cached=bool(getattr(result, "cached", False)))
         return (result.value if isinstance(result, LLMSuccess) else None), usage
 
+    @_timed
     def select(self, question: str, candidates: Sequence[tuple[int, str]]) -> tuple[list[int], StepUsage]:
         """Listing 12: proposition ids chosen from ``candidates`` ((id, text) pairs)."""
         ids = [i for i, _ in candidates]
@@ -73,6 +90,7 @@ class EviReformLLM:
         value, usage = self._call(prompt, ids_check(set(ids), "selected_proposition_ids"), data=data)
         return (list(value.selected_proposition_ids) if value else []), usage
 
+    @_timed
     def reformulate(self, question: str, evidence: Sequence[tuple[int, str]]) -> tuple[list[str], StepUsage]:
         """Listing 13: residual queries from (q, E_q)."""
         prompt = narrowed(REFORMULATE, "queries", max_items=self.params.max_residual_queries)
@@ -80,6 +98,7 @@ class EviReformLLM:
         value, usage = self._call(prompt, data=data)
         return (list(value.queries) if value else []), usage
 
+    @_timed
     def gaps(self, round_no: int, question: str, evidence: Sequence[tuple[int, str]]
              ) -> tuple[bool, list[str], StepUsage]:
         """Listing 16: (sufficient, retrieval queries of the gaps)."""
@@ -91,6 +110,7 @@ class EviReformLLM:
             return False, [], usage
         return bool(value.sufficient), [g.retrieval_query for g in value.gaps], usage
 
+    @_timed
     def judge(self, question: str, evidence: Sequence[tuple[int, str]],
               pool: Sequence[tuple[int, str]]) -> tuple[list[int], StepUsage]:
         """Listing 15: the pool's ids from most to least useful."""

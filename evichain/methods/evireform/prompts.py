@@ -17,11 +17,12 @@ Bump ``version`` when a text or schema changes (it is part of the LLM cache key)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field
 
 from evichain.llm.types import Prompt
 
@@ -169,6 +170,22 @@ def paragraph_literal(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class NarrowedPrompt(Prompt[Any]):
+    """A prompt whose sent JSON schema (:meth:`json_schema`) is narrower than the schema its
+    replies are validated with (``schema``)."""
+
+    sent_schema: str = "{}"
+
+    def json_schema(self) -> dict[str, Any]:
+        return json.loads(self.sent_schema)
+
+
+@functools.lru_cache(maxsize=64)
+def _base_schema(model: type[BaseModel]) -> str:
+    return json.dumps(model.model_json_schema(), sort_keys=True)
+
+
 def narrowed(prompt: Prompt[Any], field: str, *, enum: Sequence[int] | None = None,
              max_items: int | None = None) -> Prompt[Any]:
     """``prompt`` whose sent JSON schema constrains list ``field`` (ids enum, maxItems).
@@ -176,23 +193,15 @@ def narrowed(prompt: Prompt[Any], field: str, *, enum: Sequence[int] | None = No
     Validation of a reply stays that of the base schema (list of ints / strings), so that
     invalid ids can be dropped and counted instead of failing the whole call.
     """
-    extra: dict[str, Any] = {}
+    schema = json.loads(_base_schema(prompt.schema))
+    prop = schema["properties"][field]
     if enum is not None:
-        extra["items"] = {"type": "integer", "enum": [int(i) for i in enum]}
+        prop["items"] = {"type": "integer", "enum": [int(i) for i in enum]}
     if max_items is not None:
-        extra["maxItems"] = int(max_items)
-    base = prompt.schema
-    annotation = base.model_fields[field].annotation
-    fields: dict[str, Any] = {
-        name: (info.annotation, info) for name, info in base.model_fields.items() if name != field
-    }
-    info = base.model_fields[field]
-    if info.default_factory is not None:
-        fields[field] = (annotation, Field(default_factory=info.default_factory, json_schema_extra=extra))
-    else:
-        fields[field] = (annotation, Field(..., json_schema_extra=extra))
-    schema = create_model(base.__name__, __base__=_Strict, **fields)
-    return dataclasses.replace(prompt, schema=schema)
+        prop["maxItems"] = int(max_items)
+    return NarrowedPrompt(name=prompt.name, version=prompt.version, system=prompt.system,
+                          user=prompt.user, schema=prompt.schema,
+                          sent_schema=json.dumps(schema, sort_keys=True))
 
 
 def selection_prompt(n_candidates: int, max_selected: int) -> Prompt[Any]:

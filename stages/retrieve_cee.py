@@ -1,0 +1,56 @@
+"""DVC stage ``retrieve_cee@<dataset>-<variant>``: CEE retrieval (paper §2.3.2–2.3.4) for one
+variant (``full``, ``no_coverage``, ``no_contrastive``, ``no_sequential``; see
+:data:`evichain.methods.cee.params.VARIANTS`).
+
+Reads the corpus, questions and ``facets.parquet``; writes ``runs/cee-<variant>.parquet``
+(question_id, rank, passage_id, score; up to ``cee.top_k`` rows), ``traces/cee-<variant>.parquet``
+(one row per question: probes per round, summaries, pool sizes, selected ids, tokens; see
+:mod:`evichain.methods.cee.retrieve`) and ``usage/retrieve_cee-<variant>.json`` (stop reasons,
+pool sizes, latency of scoring + selection excluding LLM calls, LLM calls / cache hits: the
+variants share exploration prompts, so after ``full`` the others are mostly cache hits).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages._common import run_stage
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
+         params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
+    def body() -> dict[str, object]:
+        from evichain.config import load_params
+        from evichain.io import write_json, write_parquet
+        from evichain.methods.cee.params import variant_params
+        from evichain.paths import DatasetPaths
+        from flows.cee import run_retrieval
+
+        params = load_params(params_file)
+        settings = variant_params(params.cee, variant)
+        paths = DatasetPaths(dataset)
+        out = run_retrieval(paths, settings, params.llm, params.embed, orch=params.orchestration,
+                            stage=f"retrieve_cee-{variant}")
+        method = f"cee-{variant}"
+        run = out.run.sort_values(["question_id", "rank"], kind="stable").reset_index(drop=True)
+        trace = out.trace.sort_values("question_id", kind="stable").reset_index(drop=True)
+        write_parquet(run, paths.run(method))
+        write_parquet(trace, paths.trace(method))
+        summary = {"dataset": dataset, "variant": variant, **out.summary}
+        write_json(summary, paths.usage(f"retrieve_cee-{variant}"))
+        return {"dataset": dataset, "method": method, "questions": summary["questions"],
+                "mean_pool_size": summary["mean_pool_size"],
+                "llm_calls": summary["llm_usage"].get("calls", 0),
+                "cache_hits": summary["llm_usage"].get("cache_hits", 0),
+                "compute_p50_ms": summary["latency_compute"]["p50_ms"]}
+
+    run_stage(f"retrieve_cee@{dataset}-{variant}", body)
+
+
+if __name__ == "__main__":
+    app()
