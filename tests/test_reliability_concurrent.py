@@ -66,10 +66,6 @@ class _Answer(BaseModel):
     answer: str
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (evichain/llm/client.py): LLMClient.call looks the cache up before waiting for its "
-    "llm.concurrency slot; calls of one key queued behind the first all call the model again "
-    "instead of reading the answer it cached meanwhile (also across processes sharing a cache)"))
 def test_identical_calls_queued_for_the_slot_are_answered_from_the_cache(tmp_path: Path) -> None:
     from evichain.config import LLMParams
     from evichain.llm import LLMCache, LLMClient, Prompt

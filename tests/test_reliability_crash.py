@@ -47,15 +47,9 @@ def test_rerun_calls_exactly_the_unfinished_passages(drill: dict) -> None:
 
 def test_resumed_outputs_equal_the_uninterrupted_run(drill: dict) -> None:
     assert drill["outputs_identical"]["propositions.parquet"]
-    # the status table differs at most in its `cached` flag (see the xfail below)
     assert set(drill["status_differences"]) <= {"cached"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (evichain/methods/evireform/extract.py): extraction_status.parquet has a `cached` "
-    "column (LLM cache hit or not); passages finished before a kill but not yet in a shard "
-    "checkpoint come back as cache hits, so the resumed table differs from an uninterrupted "
-    "run and DVC re-runs canonicalize_entities, which depends on it"))
 def test_resumed_status_table_is_byte_identical(drill: dict) -> None:
     assert drill["outputs_identical"]["extraction_status.parquet"]
 

@@ -77,22 +77,12 @@ def test_extraction_rerun_is_byte_identical(llm_runs: dict[str, dict[str, bytes]
     assert llm_runs["cold"][key] == llm_runs["cache_only"][key]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (evichain/methods/evireform/extract.py): extraction_status.parquet records whether each "
-    "passage was an LLM cache hit (`cached`), so a re-run from the cache alone (checkpoints lost, "
-    "or a queued `dvc exp` on another machine sharing the cache) writes different bytes and "
-    "invalidates canonicalize_entities and everything after it"))
 def test_extraction_from_the_cache_alone_is_byte_identical(
         llm_runs: dict[str, dict[str, bytes]]) -> None:
     key = "artifacts/demo/index/extraction_status.parquet"
     assert llm_runs["cold"][key] == llm_runs["cache_only"][key]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (evichain/qa/reader.py): qa/<method>.parquet stores `cached` and the call's own token "
-    "counts (0 for a cache hit), so a warm re-run of read@… writes different bytes and DVC "
-    "re-runs evaluate_qa; store the cached response's tokens (as EviReform's tokens_used does) "
-    "and keep cache hits in the usage JSON only"))
 def test_read_rerun_with_a_warm_cache_is_byte_identical(
         llm_runs: dict[str, dict[str, bytes]]) -> None:
     key = "artifacts/demo/qa/bm25.parquet"

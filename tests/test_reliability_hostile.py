@@ -168,11 +168,6 @@ def test_hostile_text_round_trips_unchanged(tmp_path: Path) -> None:
     assert [(c["i"], c["t"]) for c in select["c"]] == list(enumerate((h["text"] for h in HOSTILE), 1))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (data serialisation: evireform/cee minified(), paragraph_literal(), llm.types._as_text): "
-    "JSON quoting leaves chat-template control tokens such as '<|im_start|>' verbatim, and "
-    "llama-cpp-python tokenises the rendered chat prompt with special=True, so a passage can "
-    "open a real system turn for the bundled local model; escape '<' as \\u003c in payloads"))
 def test_role_tags_are_not_sent_verbatim(tmp_path: Path) -> None:
     capture = _send_everything(tmp_path)
     assert not any("<|im_start|>" in m[1]["content"] for m in capture.requests)

@@ -63,6 +63,7 @@ class CachedResponse:
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float
+    from_cache: bool = False
 
 
 _SCHEMA = """
@@ -105,7 +106,7 @@ class LLMCache:
             "SELECT content, prompt_tokens, completion_tokens, cost_usd FROM responses WHERE key=?",
             (key,),
         ).fetchone()
-        return CachedResponse(*row) if row else None
+        return CachedResponse(*row, from_cache=True) if row else None
 
     def put(self, key: str, *, model: str, prompt: str, response: CachedResponse) -> None:
         """Store a validated response; an existing entry for ``key`` is kept."""

@@ -122,13 +122,9 @@ class LLMClient:
         )
         hit = self.cache.get(key)
         if hit is not None:
-            try:
-                value = _validate(hit.content, prompt.schema, check)
-                self._count(Usage(cache_hits=1))
-                return LLMSuccess(value=value, raw=hit.content, usage=Usage(cache_hits=1),
-                                  cached=True, cache_key=key)
-            except ResponseInvalid:
-                log.warning("cached entry %s no longer validates; calling the model", key[:12])
+            cached = self._from_cache(hit, prompt, check, key)
+            if cached is not None:
+                return cached
         return self._call_model(prompt, messages, key, check)
 
     def map(
@@ -156,12 +152,40 @@ class LLMClient:
         return int(litellm.token_counter(model=self._tokenizer_model(), text=text))
 
     # ------------------------------------------------------------------ internals
+    def _from_cache(self, hit: CachedResponse, prompt: Prompt[T], check: Check | None,
+                    key: str) -> LLMSuccess[T] | None:
+        """A validated cache hit, or None when the entry no longer validates."""
+        try:
+            value = _validate(hit.content, prompt.schema, check)
+        except ResponseInvalid:
+            log.warning("cached entry %s no longer validates; calling the model", key[:12])
+            return None
+        self._count(Usage(cache_hits=1))
+        return LLMSuccess(value=value, raw=hit.content, usage=Usage(cache_hits=1), cached=True,
+                          cache_key=key, response_tokens=(hit.prompt_tokens, hit.completion_tokens))
+
     def _call_model(self, prompt: Prompt[T], messages: list[dict[str, str]], key: str,
                     check: Check | None) -> LLMResult:
         usage = Usage()
-        raw = self._complete(messages, prompt, key, usage, attempt_base=0)
+
+        def store_if_valid(resp: CachedResponse) -> None:  # runs while the slot is held
+            try:
+                _validate(resp.content, prompt.schema, check)
+            except ResponseInvalid:
+                return
+            self.cache.put(key, model=self.params.model, prompt=prompt.key, response=resp)
+
+        raw = self._complete(messages, prompt, key, usage, attempt_base=0, recheck=True,
+                             store=store_if_valid)
         if isinstance(raw, LLMFailure):
             return self._fail(raw)
+        if raw.from_cache:  # another thread or process answered while this call waited
+            cached = self._from_cache(raw, prompt, check, key)
+            if cached is not None:
+                return cached
+            raw = self._complete(messages, prompt, key, usage, attempt_base=0)
+            if isinstance(raw, LLMFailure):
+                return self._fail(raw)
         try:
             value = _validate(raw.content, prompt.schema, check)
         except ResponseInvalid as first:
@@ -180,11 +204,18 @@ class LLMClient:
                                              usage=usage, cache_key=key))
         self.cache.put(key, model=self.params.model, prompt=prompt.key, response=raw)
         self._count(usage)
-        return LLMSuccess(value=value, raw=raw.content, usage=usage, cached=False, cache_key=key)
+        return LLMSuccess(value=value, raw=raw.content, usage=usage, cached=False, cache_key=key,
+                          response_tokens=(usage.prompt_tokens, usage.completion_tokens))
 
     def _complete(self, messages: list[dict[str, str]], prompt: Prompt[Any], key: str,
-                  usage: Usage, attempt_base: int) -> CachedResponse | LLMFailure:
-        """The litellm call with retries and backoff; returns content or a failure."""
+                  usage: Usage, attempt_base: int, recheck: bool = False,
+                  store: Callable[[CachedResponse], None] | None = None) -> CachedResponse | LLMFailure:
+        """The litellm call with retries and backoff; returns content or a failure.
+
+        With ``recheck`` the cache is looked up again once the concurrency slot is held, and
+        ``store`` caches a valid response before the slot is released, so identical calls
+        queued behind each other make one model call, not several.
+        """
         last: tuple[str, str] = ("other", "no attempt made")
         for attempt in range(self.params.max_retries + 1):
             if attempt:
@@ -192,13 +223,22 @@ class LLMClient:
                 time.sleep(self._backoff(attempt))
             try:
                 with _semaphore(self.params.model, self.params.concurrency):
-                    return self._attempt(messages, prompt, key, usage, attempt_base + attempt)
+                    hit = self.cache.get(key) if recheck and attempt == 0 else None
+                    if hit is not None:
+                        return hit
+                    response = self._attempt(messages, prompt, key, usage, attempt_base + attempt)
+                    if store is not None:
+                        store(response)
+                    return response
             except tuple(_RETRYABLE) as exc:  # type: ignore[misc]
                 last = (_kind_of(exc), f"{type(exc).__name__}: {exc}")
                 log.info("LLM attempt %d failed (%s); retrying", attempt + 1, last[0])
             except litellm.BadRequestError as exc:
                 return LLMFailure(kind="bad_request", reason=str(exc), raw=None, usage=usage,
                                   cache_key=key)
+            except Exception as exc:  # authentication, not-found, provider bugs: not retryable
+                return LLMFailure(kind="other", reason=f"{type(exc).__name__}: {exc}", raw=None,
+                                  usage=usage, cache_key=key)
         return LLMFailure(kind=last[0], reason=f"after {self.params.max_retries + 1} attempts: "
                           f"{last[1]}", raw=None, usage=usage, cache_key=key)
 

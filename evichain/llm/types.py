@@ -44,10 +44,20 @@ class Prompt(Generic[T]):
         return self.schema.model_json_schema()
 
 
+def quote_json(value: Any) -> str:
+    """Minified JSON of prompt data with ``<`` escaped as ``\\u003c``.
+
+    The escape is invisible to a JSON reader but keeps chat-template tokens such as
+    ``<|im_start|>`` inside passage text from being tokenised as special tokens by a local
+    model's chat template, so quoted data cannot open a new turn.
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return quote_json(value)
 
 
 @dataclass
@@ -73,13 +83,19 @@ class Usage:
 
 @dataclass
 class LLMSuccess(Generic[T]):
-    """A validated structured response."""
+    """A validated structured response.
+
+    ``usage`` is what this call spent (zero tokens on a cache hit); ``response_tokens`` are
+    the (prompt, completion) tokens of the response itself, the same whether it came from
+    the model or the cache — stages write these, so their outputs are deterministic.
+    """
 
     value: T
     raw: str
     usage: Usage
     cached: bool
     cache_key: str
+    response_tokens: tuple[int, int] = (0, 0)
 
     ok: bool = field(default=True, init=False)
 
@@ -106,3 +122,11 @@ class LLMFailure:
 
 
 LLMResult = LLMSuccess[Any] | LLMFailure
+
+
+def result_tokens(result: LLMResult) -> tuple[int, int]:
+    """(prompt, completion) tokens of a result: the response's own for a success (also on a
+    cache hit), what the failed attempts spent for a failure."""
+    if isinstance(result, LLMSuccess):
+        return result.response_tokens
+    return result.usage.prompt_tokens, result.usage.completion_tokens

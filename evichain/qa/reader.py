@@ -17,7 +17,7 @@ from evichain.llm import LLMClient, LLMSuccess
 from evichain.qa.prompts import DIRECT, READER
 
 QA_COLUMNS = ["question_id", "prediction", "status", "error_kind", "error", "context_passage_ids",
-              "prompt_tokens", "completion_tokens", "cached"]
+              "prompt_tokens", "completion_tokens"]
 
 
 def top_k_contexts(run: pd.DataFrame, k: int) -> dict[str, list[str]]:
@@ -56,11 +56,9 @@ def read_one(client: LLMClient, question: str, passages: Sequence[dict[str, str]
     else:
         evidence = [{"title": p["title"], "text": p["text"]} for p in passages]
         result = client.call(READER, payload={"question": question, "evidence": evidence})
-    row: dict[str, Any] = {"prompt_tokens": result.usage.prompt_tokens,
-                           "completion_tokens": result.usage.completion_tokens}
     if isinstance(result, LLMSuccess):
-        row.update(prediction=result.value.answer, status="ok", error_kind="", error="",
-                   cached=result.cached)
-    else:
-        row.update(prediction=None, cached=False, **{**result.status_row()})
-    return row
+        # the answer's own token counts (identical on a cache hit), so re-runs write the same bytes
+        pt, ct = result.response_tokens
+        return {"prediction": result.value.answer, "status": "ok", "error_kind": "", "error": "",
+                "prompt_tokens": pt, "completion_tokens": ct}
+    return {"prediction": None, "prompt_tokens": 0, "completion_tokens": 0, **result.status_row()}

@@ -36,7 +36,7 @@ import platformdirs
 from evichain.io import read_json, write_json
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.llm.cache import cache_key
-from evichain.llm.types import Prompt
+from evichain.llm.types import Prompt, result_tokens
 from evichain.methods.cee.params import FacetParams
 from evichain.methods.cee.prompts import (clean_texts, cut_words, facet_prompt, minified,
                                           nonempty_check)
@@ -135,10 +135,7 @@ class PairOutcome:
 
 def step_tokens(client: LLMClient, result: Any) -> tuple[int, int]:
     """(prompt, completion) tokens of a call; for a cache hit, those stored with it."""
-    if isinstance(result, LLMSuccess) and result.cached:
-        hit = client.cache.get(result.cache_key)
-        return (hit.prompt_tokens, hit.completion_tokens) if hit else (0, 0)
-    return result.usage.prompt_tokens, result.usage.completion_tokens
+    return result_tokens(result)
 
 
 def facet_data(target: Passage, reference: Passage, max_words: int) -> str:

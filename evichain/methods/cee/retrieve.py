@@ -44,7 +44,7 @@ def rank_pool(P: np.ndarray, E: np.ndarray, bank: FacetBank, pool: Sequence[int]
               params: CEEParams) -> Ranked:
     """Eq. 2–8 over A(q) = ``pool`` (corpus rows, ascending) for probe embeddings P."""
     rows = np.asarray(pool, dtype=np.int64)
-    F, mask = bank.gather(rows)
+    F, mask = bank.gather(rows) if params.contrastive else bank.gather(rows[:0])
     scores = score_pool(P, E[rows], F, mask, params.alpha, params.beta, params.contrastive)
     order, run_scores = final_ranking(scores.s, scores.g, params.k_final, params.top_k,
                                       params.coverage)

@@ -18,7 +18,8 @@ Two extractors fill the same tables:
 Tables: propositions ``(prop_id, passage_id, text, entities, extractor)`` with
 ``prop_id = "<passage_id>#<ordinal>"`` (content-addressed through the passage id);
 status ``(passage_id, status, error_kind, error, n_propositions, extractor, fallback,
-prompt_tokens, completion_tokens, cached)``.
+prompt_tokens, completion_tokens)``; token counts are the response's own (the same on a cache
+hit), so a resumed run writes byte-identical status rows.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from evichain.methods.evireform.prompts import EXTRACT, extraction_check, paragr
 
 PROPOSITION_COLUMNS = ["prop_id", "passage_id", "text", "entities", "extractor"]
 STATUS_COLUMNS = ["passage_id", "status", "error_kind", "error", "n_propositions", "extractor",
-                  "fallback", "prompt_tokens", "completion_tokens", "cached"]
+                  "fallback", "prompt_tokens", "completion_tokens"]
 
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr st jr sr prof gen col lt capt sgt mt no vol vs etc inc ltd co corp bros rev hon "
@@ -201,7 +202,7 @@ def llm_propositions(client: LLMClient, passage_id: str, text: str) -> PassageEx
     result = client.call(EXTRACT, check=extraction_check, paragraph=paragraph_literal(text))
     tokens = tokens_used(client, result)
     if not isinstance(result, LLMSuccess):
-        status = {**_status(passage_id, "llm", tokens, cached=False), **result.status_row()}
+        status = {**_status(passage_id, "llm", tokens), **result.status_row()}
         return PassageExtraction([], status)
     rows = []
     for prop in result.value.propositions:
@@ -209,7 +210,7 @@ def llm_propositions(client: LLMClient, passage_id: str, text: str) -> PassageEx
         if body:
             rows.append({"prop_id": f"{passage_id}#{len(rows)}", "passage_id": passage_id,
                          "text": body, "entities": dedupe_ci(prop.entities), "extractor": "llm"})
-    status = _status(passage_id, "llm", tokens, cached=result.cached)
+    status = _status(passage_id, "llm", result.response_tokens)
     status["n_propositions"] = len(rows)
     return PassageExtraction(rows, status)
 
@@ -228,15 +229,15 @@ def sentence_extraction(passage_id: str, title: str, text: str, matcher: TitleMa
                         params: IndexParams) -> PassageExtraction:
     """The ``sentences`` extractor with its status row."""
     rows = sentence_propositions(passage_id, title, text, matcher, params)
-    status = _status(passage_id, "sentences", (0, 0), cached=False)
+    status = _status(passage_id, "sentences", (0, 0))
     status["n_propositions"] = len(rows)
     return PassageExtraction(rows, status)
 
 
-def _status(passage_id: str, extractor: str, tokens: tuple[int, int], cached: bool) -> dict[str, Any]:
+def _status(passage_id: str, extractor: str, tokens: tuple[int, int]) -> dict[str, Any]:
     return {"passage_id": passage_id, "status": "ok", "error_kind": "", "error": "",
             "n_propositions": 0, "extractor": extractor, "fallback": "",
-            "prompt_tokens": tokens[0], "completion_tokens": tokens[1], "cached": cached}
+            "prompt_tokens": tokens[0], "completion_tokens": tokens[1]}
 
 
 def order_tables(props: Sequence[dict[str, Any]], status: Sequence[dict[str, Any]],

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evichain.llm import LLMClient, LLMSuccess
-from evichain.llm.types import Prompt
+from evichain.llm.types import Prompt, result_tokens
 from evichain.methods.evireform.params import EviReformParams
 from evichain.methods.evireform.prompts import (GAPS, JUDGE, REFORMULATE, ids_check, minified,
                                                 narrowed, selection_prompt)
@@ -45,10 +45,7 @@ class StepUsage:
 
 def tokens_used(client: LLMClient, result: Any) -> tuple[int, int]:
     """(prompt, completion) tokens of a call; for a cache hit, those stored with it."""
-    if isinstance(result, LLMSuccess) and result.cached:
-        hit = client.cache.get(result.cache_key)
-        return (hit.prompt_tokens, hit.completion_tokens) if hit else (0, 0)
-    return result.usage.prompt_tokens, result.usage.completion_tokens
+    return result_tokens(result)
 
 
 def _timed(method: Callable[..., Any]) -> Callable[..., Any]:

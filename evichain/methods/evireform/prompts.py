@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evichain.llm.types import Prompt
+from evichain.llm.types import Prompt, quote_json
 
 # --------------------------------------------------------------------------- Listing 11
 LISTING_11 = """Extract all atomic factual propositions from the paragraph below.
@@ -162,12 +162,12 @@ GAPS = Prompt(name="evireform.gaps", version="1", system=LISTING_16, user="$data
 
 def minified(obj: Any) -> str:
     """Minified JSON (no spaces, UTF-8 kept): the data block of every user message."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return quote_json(obj)
 
 
 def paragraph_literal(text: str) -> str:
     """The Listing 11 ``{text}`` slot: the paragraph as a quoted JSON string."""
-    return json.dumps(text, ensure_ascii=False)
+    return quote_json(text)
 
 
 @dataclasses.dataclass(frozen=True)
