@@ -45,7 +45,7 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
     def body() -> dict[str, object]:
         from evichain.config import load_params
-        from evichain.io import read_json, read_parquet, write_json, write_parquet
+        from evichain.io import read_parquet, write_json, write_parquet
         from evichain.paths import ReportPaths
 
         if kind not in ("retrieval", "qa"):
@@ -61,11 +61,10 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         write_parquet(per_q.sort_values("question_id").reset_index(drop=True), paths.per_question(name))
         reliable_only = params.evaluate.twowiki_reliable_only and dataset in ("2wiki", "demo")
         summary = summarize(per_q, dataset, method, reliable_only)
-        if kind == "qa" and paths.usage(f"read-{method}").exists():
-            usage = read_json(paths.usage(f"read-{method}"))
-            n = max(1, len(per_q))
-            summary["reader_tokens_per_question"] = round(
-                (usage["prompt_tokens"] + usage["completion_tokens"]) / n, 2)
+        if kind == "qa":  # tokens each answer needed (the same whether it came from the cache)
+            answers = read_parquet(paths.qa(method))
+            tokens = answers["prompt_tokens"] + answers["completion_tokens"]
+            summary["reader_tokens_per_question"] = round(float(tokens.mean()), 2) if len(tokens) else 0.0
         write_json(summary, ReportPaths().metrics(dataset, name))
         return {k: summary[k] for k in ("dataset", "method", "n_questions") if k in summary}
 
