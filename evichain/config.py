@@ -204,14 +204,6 @@ class Params(Section):
             raise ValueError(f"unknown CEE variant(s) {unknown}; known: {sorted(VARIANTS)}")
         return v
 
-    @field_validator("cee_datasets")
-    @classmethod
-    def _known_cee_datasets(cls, v: list[str]) -> list[str]:
-        unknown = [d for d in v if d not in DATASETS]
-        if unknown:
-            raise ValueError(f"unknown dataset(s) {unknown}; known: {list(DATASETS)}")
-        return v
-
     @field_validator("evireform_variants")
     @classmethod
     def _known_variants(cls, v: list[str]) -> list[str]:
@@ -222,7 +214,7 @@ class Params(Section):
             raise ValueError(f"unknown EviReform variant(s) {unknown}; known: {sorted(VARIANTS)}")
         return v
 
-    @field_validator("datasets", "llm_datasets", "evireform_datasets")
+    @field_validator("datasets", "llm_datasets", "evireform_datasets", "cee_datasets")
     @classmethod
     def _known_datasets(cls, v: list[str]) -> list[str]:
         unknown = [d for d in v if d not in DATASETS]
