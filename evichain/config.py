@@ -199,28 +199,27 @@ class Params(Section):
     def _known_cee_variants(cls, v: list[str]) -> list[str]:
         from evichain.methods.cee.params import VARIANTS
 
-        unknown = [name for name in v if name not in VARIANTS]
-        if unknown:
-            raise ValueError(f"unknown CEE variant(s) {unknown}; known: {sorted(VARIANTS)}")
-        return v
+        return _only_known(v, sorted(VARIANTS), "CEE variant")
 
     @field_validator("evireform_variants")
     @classmethod
     def _known_variants(cls, v: list[str]) -> list[str]:
         from evichain.methods.evireform.variants import VARIANTS
 
-        unknown = [name for name in v if name not in VARIANTS]
-        if unknown:
-            raise ValueError(f"unknown EviReform variant(s) {unknown}; known: {sorted(VARIANTS)}")
-        return v
+        return _only_known(v, sorted(VARIANTS), "EviReform variant")
 
     @field_validator("datasets", "llm_datasets", "evireform_datasets", "cee_datasets")
     @classmethod
     def _known_datasets(cls, v: list[str]) -> list[str]:
-        unknown = [d for d in v if d not in DATASETS]
-        if unknown:
-            raise ValueError(f"unknown dataset(s) {unknown}; known: {list(DATASETS)}")
-        return v
+        return _only_known(v, list(DATASETS), "dataset")
+
+
+def _only_known(values: list[str], known: list[str], what: str) -> list[str]:
+    """``values`` unchanged, or a ValueError naming the unknown ones and the known choices."""
+    unknown = [name for name in values if name not in known]
+    if unknown:
+        raise ValueError(f"unknown {what}(s) {unknown}; known: {known}")
+    return values
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

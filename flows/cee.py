@@ -48,8 +48,8 @@ from evichain.methods.cee.prompts import facet_prompt
 from evichain.methods.cee.retrieve import CEERetriever, QuestionResult
 from evichain.methods.cee.scoring import FacetBank
 from evichain.paths import DatasetPaths
-from evichain.retrieval.run import RUN_COLUMNS, format_passages
-from flows.common import Progress, shards, with_runner
+from evichain.retrieval.run import format_passages, run_table
+from flows.common import Progress, collect, shards, with_runner
 from flows.retrieve import encode_all
 
 
@@ -242,13 +242,8 @@ def retrieval_flow(paths: DatasetPaths, params: CEEParams, llm: LLMParams, embed
     futures = [retrieve_question.submit(retriever, str(qid), str(q), [str(g) for g in gold])
                for qid, q, gold in zip(questions["question_id"], questions["question"],
                                        questions["gold_passage_ids"])]
-    progress = Progress(len(futures), "cee questions")
-    results = []
-    for fut in futures:
-        results.append(fut.result())
-        progress.advance()
-    run = pd.DataFrame([r for res in results for r in res.rows], columns=RUN_COLUMNS)
-    run = run.astype({"rank": "int32", "score": "float64"})
+    results = collect(futures, "cee questions")
+    run = run_table([r for res in results for r in res.rows])
     trace = pd.DataFrame([res.trace for res in results])
     summary = retrieval_summary(trace, results)
     summary["llm_usage"] = client.usage.as_dict()

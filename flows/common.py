@@ -65,6 +65,16 @@ class Progress:
             get_run_logger().info("%s: %d/%d (%.0f%%)", self.label, self.done, self.total, pct)
 
 
+def collect(futures: Sequence[Any], label: str) -> list[Any]:
+    """Results of ``futures`` in submission order, reporting progress as each one arrives."""
+    progress = Progress(len(futures), label)
+    results = []
+    for fut in futures:
+        results.append(fut.result())
+        progress.advance()
+    return results
+
+
 def _safe(fn: Any, **kwargs: Any) -> Any:
     try:
         return fn(**kwargs)

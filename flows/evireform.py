@@ -48,8 +48,8 @@ from evichain.methods.evireform.prompts import EXTRACT, LISTING_11
 from evichain.methods.evireform.retrieve import EviReformRetriever, QuestionResult
 from evichain.methods.evireform.variants import uses_llm
 from evichain.paths import DatasetPaths
-from evichain.retrieval.run import RUN_COLUMNS
-from flows.common import Progress, shard_size, shards, with_runner
+from evichain.retrieval.run import run_table
+from flows.common import Progress, collect, shard_size, shards, with_runner
 from flows.retrieve import encode_all
 
 
@@ -262,13 +262,8 @@ def retrieval_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams,
     with _one_blas_thread():
         futures = [retrieve_question.submit(retriever, qid, text, Q[n], golds[n]) for n, (qid, text)
                    in enumerate(zip(questions["question_id"], questions["question"]))]
-        progress = Progress(len(futures), "evireform questions")
-        results = []
-        for fut in futures:
-            results.append(fut.result())
-            progress.advance()
-    run = pd.DataFrame([r for res in results for r in res.rows], columns=RUN_COLUMNS)
-    run = run.astype({"rank": "int32", "score": "float64"})
+        results = collect(futures, "evireform questions")
+    run = run_table([r for res in results for r in res.rows])
     trace = pd.DataFrame([res.trace for res in results])
     summary = retrieval_summary(trace, results)
     summary["llm_usage"] = client.usage.as_dict() if client else {"calls": 0}

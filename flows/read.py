@@ -18,7 +18,7 @@ from evichain.config import LLMParams
 from evichain.io import read_parquet
 from evichain.llm import LLMClient, Usage
 from evichain.qa.reader import QA_COLUMNS, read_one, top_k_contexts
-from flows.common import Progress
+from flows.common import collect
 
 _CLIENTS: dict[tuple[str, str], LLMClient] = {}
 _CLIENTS_LOCK = threading.Lock()
@@ -61,10 +61,6 @@ def read_flow(questions_path: Path, corpus_path: Path | None, run_path: Path | N
     contexts = None if run_path is None or corpus_path is None else load_contexts(corpus_path, run_path, k)
     futures = [read_question.submit(llm, stage, qid, q, None if contexts is None else contexts.get(qid, []))
                for qid, q in zip(questions["question_id"], questions["question"])]
-    progress = Progress(len(futures), f"{stage}: questions answered")
-    rows = []
-    for fut in futures:
-        rows.append(fut.result())
-        progress.advance()
+    rows = collect(futures, f"{stage}: questions answered")
     table = pd.DataFrame(rows, columns=QA_COLUMNS).sort_values("question_id").reset_index(drop=True)
     return table, stage_client(llm, stage).usage

@@ -108,6 +108,26 @@ def run_stage(name: str, body: Callable[[], dict[str, Any] | None]) -> None:
     print(f"[{name}] done: {json.dumps(summary, sort_keys=True, default=str)}")
 
 
+def write_method_outputs(dataset: str, method: str, variant: str, usage_name: str,
+                         out: Any) -> dict[str, Any]:
+    """Write an LLM method's run, trace and usage summary; return the summary.
+
+    ``out`` has ``run``, ``trace`` and ``summary`` (a flow's retrieval output). Rows are
+    sorted so an unchanged re-run writes the same bytes.
+    """
+    from evichain.io import write_json, write_parquet
+    from evichain.paths import DatasetPaths
+
+    paths = DatasetPaths(dataset)
+    run = out.run.sort_values(["question_id", "rank"], kind="stable").reset_index(drop=True)
+    trace = out.trace.sort_values("question_id", kind="stable").reset_index(drop=True)
+    write_parquet(run, paths.run(method))
+    write_parquet(trace, paths.trace(method))
+    summary = {"dataset": dataset, "variant": variant, **out.summary}
+    write_json(summary, paths.usage(usage_name))
+    return summary
+
+
 def ensure_parent(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     return path

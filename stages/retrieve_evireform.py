@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from stages._common import run_stage
+from stages._common import run_stage, write_method_outputs
 
 app = typer.Typer(add_completion=False)
 
@@ -25,7 +25,6 @@ def main(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
     def body() -> dict[str, object]:
         from evichain.config import load_params
-        from evichain.io import write_json, write_parquet
         from evichain.methods.evireform.variants import variant_params
         from evichain.paths import DatasetPaths
         from flows.evireform import run_retrieval
@@ -36,12 +35,7 @@ def main(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
         out = run_retrieval(paths, settings, params.llm, params.embed, orch=params.orchestration,
                             stage=f"retrieve_evireform-{variant}")
         method = f"evireform-{variant}"
-        run = out.run.sort_values(["question_id", "rank"], kind="stable").reset_index(drop=True)
-        trace = out.trace.sort_values("question_id", kind="stable").reset_index(drop=True)
-        write_parquet(run, paths.run(method))
-        write_parquet(trace, paths.trace(method))
-        summary = {"dataset": dataset, "variant": variant, **out.summary}
-        write_json(summary, paths.usage(f"retrieve_evireform-{variant}"))
+        summary = write_method_outputs(dataset, method, variant, f"retrieve_evireform-{variant}", out)
         return {"dataset": dataset, "method": method, "questions": summary["questions"],
                 "llm_calls": summary["llm_usage"].get("calls", 0),
                 "selection_fallbacks": summary["selection_fallbacks"],

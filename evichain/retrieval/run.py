@@ -42,6 +42,11 @@ def run_from_scores(
         if positive_only:
             idx = idx[scores[qi, idx] > 0]
         rows.extend((qid, r + 1, pids[j], float(scores[qi, j])) for r, j in enumerate(idx))
+    return run_table(rows)
+
+
+def run_table(rows: list[tuple[str, int, str, float]] | list[list[object]]) -> pd.DataFrame:
+    """A run table from ``(question_id, rank, passage_id, score)`` rows, with its dtypes."""
     return pd.DataFrame(rows, columns=RUN_COLUMNS).astype({"rank": "int32", "score": "float64"})
 
 
