@@ -30,8 +30,8 @@ class DemoParams(Section):
     """The bundled ``demo`` dataset: a real slice of 2Wiki (first reliable questions)."""
 
     source: Literal["2wiki"] = "2wiki"
-    n_questions: int = Field(8, ge=1, le=1000)
-    max_passages: int = Field(30, ge=2, le=1000)
+    n_questions: int = Field(5, ge=1, le=1000)
+    max_passages: int = Field(18, ge=2, le=1000)
 
 
 class MedicalChunking(Section):
