@@ -13,7 +13,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-DATASETS: tuple[str, ...] = ("demo", "2wiki", "musique", "hotpotqa", "medical")
+DATASETS: tuple[str, ...] = ("demo", "2wiki", "musique", "hotpotqa", "medical",
+                             "2wiki_s", "hotpotqa_s", "medical_s")
+"""Full benchmarks, the bundled demo, and question samples of full benchmarks (``*_s``)."""
 
 
 class ParamsError(ValueError):
@@ -49,12 +51,34 @@ class MedicalChunking(Section):
         return v
 
 
+class SampleParams(Section):
+    """A question sample of a full dataset (:mod:`evichain.data.sample`): whole corpus,
+    the first ``n_questions`` questions (per question ``type`` with ``per_type``)."""
+
+    source: Literal["2wiki", "musique", "hotpotqa", "medical"]
+    n_questions: int = Field(100, ge=1, le=100000)
+    per_type: bool = False
+
+
+def _default_samples() -> dict[str, SampleParams]:
+    return {"2wiki_s": SampleParams(source="2wiki", n_questions=100),
+            "hotpotqa_s": SampleParams(source="hotpotqa", n_questions=100),
+            "medical_s": SampleParams(source="medical", n_questions=10, per_type=True)}
+
+
 class DataParams(Section):
     """Where the benchmark source files are and how special datasets are built."""
 
     source_dir: str = "data"
     demo: DemoParams = DemoParams()
     medical: MedicalChunking = MedicalChunking()
+    samples: dict[str, SampleParams] = Field(default_factory=_default_samples)
+
+    @field_validator("samples")
+    @classmethod
+    def _sample_names(cls, v: dict[str, SampleParams]) -> dict[str, SampleParams]:
+        _only_known(list(v), [d for d in DATASETS if d.endswith("_s")], "sample dataset")
+        return v
 
 
 class LocalLLMParams(Section):
@@ -169,6 +193,11 @@ class OrchestrationParams(Section):
 # EviReform's sections live with the method; imported once Section exists (import cycle).
 from evichain.methods.evireform.params import EviReformParams  # noqa: E402
 from evichain.methods.cee.params import CEEParams  # noqa: E402
+from evichain.methods.expansion.params import ExpansionParams  # noqa: E402
+from evichain.methods.graph.params import GraphParams  # noqa: E402
+from evichain.methods.iterative.params import IterativeParams  # noqa: E402
+from evichain.methods.rerank.params import RerankParams  # noqa: E402
+from evichain.qa.medical_params import MedicalQAParams  # noqa: E402
 
 
 class Params(Section):
@@ -193,6 +222,13 @@ class Params(Section):
     cee_datasets: list[str] = Field(default_factory=lambda: ["demo"])
     cee_variants: list[str] = Field(
         default_factory=lambda: ["full", "no_coverage", "no_contrastive", "no_sequential"])
+    # Baselines (issues 6-7) run on baseline_datasets; each family has its own section.
+    baseline_datasets: list[str] = Field(default_factory=lambda: ["demo"])
+    rerank: RerankParams = RerankParams()
+    expansion: ExpansionParams = ExpansionParams()
+    iterative: IterativeParams = IterativeParams()
+    graph: GraphParams = GraphParams()
+    medical_qa: MedicalQAParams = MedicalQAParams()
 
     @field_validator("cee_variants")
     @classmethod
@@ -208,7 +244,8 @@ class Params(Section):
 
         return _only_known(v, sorted(VARIANTS), "EviReform variant")
 
-    @field_validator("datasets", "llm_datasets", "evireform_datasets", "cee_datasets")
+    @field_validator("datasets", "llm_datasets", "evireform_datasets", "cee_datasets",
+                     "baseline_datasets")
     @classmethod
     def _known_datasets(cls, v: list[str]) -> list[str]:
         return _only_known(v, list(DATASETS), "dataset")

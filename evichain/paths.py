@@ -31,6 +31,11 @@ class DatasetPaths:
     def trace(self, method: str) -> Path:
         return self.dir / "traces" / f"{method}.parquet"
 
+    def evidence(self, method: str) -> Path:
+        """An iterative method's own final evidence for the reader: ``question_id, position,
+        passage_id, title, text`` (text may be a passage or selected sentences of one)."""
+        return self.dir / "evidence" / f"{method}.parquet"
+
     def usage(self, stage: str) -> Path:
         return self.dir / "usage" / f"{stage}.json"
 

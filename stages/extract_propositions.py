@@ -29,7 +29,7 @@ def main(dataset: str = typer.Option(...),
         from flows.evireform import run_extraction
 
         params = load_params(params_file)
-        index = params.evireform.index
+        index = params.evireform.index.for_dataset(dataset)
         paths = DatasetPaths(dataset)
         out = run_extraction(paths, index, params.llm, orch=params.orchestration)
         write_parquet(out.propositions, paths.index_file("propositions.parquet"))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from evichain.config import DATASETS, DataParams
 from evichain.data import demo, hotpotqa, medical, musique, twowiki
+from evichain.data.sample import sample_questions
 from evichain.data.schema import validate_corpus, validate_questions
 from evichain.data.sources import SHARED_HINT, MalformedSourceError, verify_sources
 
@@ -32,7 +33,20 @@ _CONVERTERS: dict[str, tuple[tuple[str, ...], Converter]] = {
         lambda d, p: medical.convert(d, p.medical.chunk_words, p.medical.overlap_words),
     ),
 }
-WITHOUT_GOLD: frozenset[str] = frozenset({"medical"})
+WITHOUT_GOLD: frozenset[str] = frozenset({"medical", "medical_s"})
+
+
+def _sampled(name: str) -> tuple[tuple[str, ...], Converter]:
+    """The converter of sample dataset ``name``: its source's tables, questions sampled."""
+
+    def convert(source_dir: Path, params: DataParams) -> Tables:
+        spec = params.samples.get(name)
+        if spec is None:
+            raise ValueError(f"dataset {name!r} needs data.samples.{name} in params.yaml")
+        corpus, questions = _CONVERTERS[spec.source][1](source_dir, params)
+        return corpus, sample_questions(questions, spec.n_questions, spec.per_type)
+
+    return _CONVERTERS[name.removesuffix("_s")][0], convert
 
 
 def source_files(name: str) -> tuple[str, ...]:
@@ -59,6 +73,8 @@ def prepare_dataset(name: str, source_dir: Path, params: DataParams) -> Tables:
 
 
 def _converter(name: str) -> tuple[tuple[str, ...], Converter]:
+    if name.endswith("_s") and name in DATASETS:
+        return _sampled(name)
     if name not in _CONVERTERS:
         raise ValueError(f"unknown dataset {name!r}; known: {list(DATASETS)}")
     return _CONVERTERS[name]

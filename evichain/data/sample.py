@@ -1,0 +1,30 @@
+"""Question samples of a full dataset, for runs the LLM budget cannot afford in full.
+
+A sample dataset (``2wiki_s``, ``hotpotqa_s``, ``medical_s``) keeps the source's whole corpus
+(so retrieval is exactly as hard as on the full dataset) and takes a fixed, deterministic
+subset of its questions, in release order (no randomness):
+
+* ``per_type: false``: the first ``n_questions`` questions (2Wiki: the first ``n_questions``
+  gold-reliable ones, the questions the evaluation counts);
+* ``per_type: true``: the first ``n_questions`` questions of each ``type`` (GraphRAG-Bench
+  Medical's four question types), types in order of first appearance.
+
+Every method evaluated on a sample sees the same questions, so sample tables are paired.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def sample_questions(questions: pd.DataFrame, n_questions: int, per_type: bool) -> pd.DataFrame:
+    """The sample's questions (rules in the module docstring), with a fresh index."""
+    pool = questions[questions["gold_reliable"]] if "gold_reliable" in questions else questions
+    if per_type:
+        picked = pool.groupby("type", sort=False, group_keys=False).head(n_questions)
+        picked = picked.sort_index()
+    else:
+        picked = pool.head(n_questions)
+    if len(picked) == 0:
+        raise ValueError("sample: no questions selected")
+    return picked.reset_index(drop=True)

@@ -1,0 +1,1 @@
+"""Query expansion baselines: HyDE, query2doc and LameR."""

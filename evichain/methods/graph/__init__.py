@@ -1,0 +1,1 @@
+"""Graph retrievers (re-implementations): HippoRAG 2, CatRAG and PropRAG."""

@@ -1,0 +1,1 @@
+"""Iterative retrieval baselines: IRCoT, Self-Ask, S2G-RAG and GeAR."""
