@@ -34,6 +34,7 @@ class DemoParams(Section):
     source: Literal["2wiki"] = "2wiki"
     n_questions: int = Field(5, ge=1, le=1000)
     max_passages: int = Field(18, ge=2, le=1000)
+    max_distractor_words: int | None = Field(150, ge=1)
 
 
 class MedicalChunking(Section):

@@ -183,7 +183,9 @@ def extraction_flow(paths: DatasetPaths, params: IndexParams, llm: LLMParams,
     if params.extractor == "sentences":
         outcomes = _sentence_extract(rows, matcher, params, orch)
     else:
-        client = LLMClient(llm, stage="extract_propositions")
+        # the extraction output budget replaces llm.max_tokens (long passages, long JSON)
+        client = LLMClient(llm.model_copy(update={"max_tokens": params.max_tokens}),
+                           stage="extract_propositions")
         outcomes, summary["resumed_passages"] = _llm_extract(rows, params, client, root or checkpoint_root())
         titles = {pid: (title, text) for pid, title, text in rows}
         outcomes = [with_fallback(o, *titles[o.status["passage_id"]], matcher, params) for o in outcomes]

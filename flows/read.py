@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from evichain.config import LLMParams
 from evichain.io import read_parquet
 from evichain.llm import LLMClient, Usage
-from evichain.qa.reader import QA_COLUMNS, read_one, top_k_contexts
+from evichain.qa.reader import QA_COLUMNS, evidence_contexts, read_one, top_k_contexts
 from flows.common import collect
 
 _CLIENTS: dict[tuple[str, str], LLMClient] = {}
@@ -54,11 +54,18 @@ def load_contexts(corpus_path: Path, run_path: Path, k: int) -> dict[str, list[d
 
 @flow(name="read", log_prints=True)
 def read_flow(questions_path: Path, corpus_path: Path | None, run_path: Path | None, k: int,
-              llm: LLMParams, stage: str) -> tuple[pd.DataFrame, Usage]:
-    """Answer every question from its top-``k`` context (or without context)."""
+              llm: LLMParams, stage: str, evidence_path: Path | None = None,
+              budget_tokens: int = 3000) -> tuple[pd.DataFrame, Usage]:
+    """Answer every question from its top-``k`` context, from an iterative method's own
+    evidence (``evidence_path``, cut to ``budget_tokens``), or without context."""
     questions = read_parquet(questions_path)
-    stage_client(llm, stage)  # created (and a local model server started) in the flow's thread
-    contexts = None if run_path is None or corpus_path is None else load_contexts(corpus_path, run_path, k)
+    client = stage_client(llm, stage)  # created (and a local server started) in the flow's thread
+    if evidence_path is not None:
+        contexts = evidence_contexts(read_parquet(evidence_path), budget_tokens, client.count_tokens)
+    elif run_path is None or corpus_path is None:
+        contexts = None
+    else:
+        contexts = load_contexts(corpus_path, run_path, k)
     futures = [read_question.submit(llm, stage, qid, q, None if contexts is None else contexts.get(qid, []))
                for qid, q in zip(questions["question_id"], questions["question"])]
     rows = collect(futures, f"{stage}: questions answered")

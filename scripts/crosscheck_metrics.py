@@ -1,9 +1,13 @@
-"""Recompute every retrieval metrics JSON from the run files with plain Python and compare.
+"""Recompute every metrics JSON from the run/answer files with plain Python and compare; then
+check every cell of the report's main table against the metrics JSON.
 
 Independent of ir-measures/pytrec_eval: sets and loops only. For every
 ``reports/metrics/<ds>/<method>.json`` with questions, it reads ``artifacts/<ds>/runs/<method>.parquet``
 and ``questions.parquet``, applies the same question filter (gold-reliable on 2Wiki/demo) and
-reports the largest absolute difference per file. Usage:
+reports the largest absolute difference per file. Answer metrics (``qa-<m>.json``) are recomputed
+from ``artifacts/<ds>/qa/<m>.parquet`` with a character-loop reimplementation of EviReform C.4
+(no regular expressions, no shared code). Finally every percentage cell of the main table in
+``reports/README.md`` is compared with 100 × the JSON value (to its two printed decimals). Usage:
 
     .venv/bin/python scripts/crosscheck_metrics.py [--out scripts/crosscheck_metrics.results.md]
 """
@@ -50,6 +54,83 @@ def check(ds: str, method: str, stored: dict) -> float:
     return max(abs(means[m] - stored[m]) for m in means.index if m in stored)
 
 
+ARTICLES = {"a", "an", "the"}
+PUNCT = set("""!"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~""")
+
+
+def c4_tokens(text: str) -> list[str]:
+    """C.4 normalization: lower-case, drop punctuation, drop articles, split on whitespace."""
+    kept = "".join(ch for ch in str(text).lower() if ch not in PUNCT)
+    return [w for w in kept.split() if w not in ARTICLES]
+
+
+def c4_scores(pred: str, golds: list[str]) -> tuple[float, float]:
+    """(EM, F1) of one prediction, max over gold aliases; yes/no/noanswer mismatches score 0."""
+    best_em, best_f1 = 0.0, 0.0
+    p = c4_tokens(pred)
+    for gold in golds:
+        g = c4_tokens(gold)
+        best_em = max(best_em, float(p == g))
+        special = {"yes", "no", "noanswer"}
+        if (" ".join(p) in special or " ".join(g) in special) and p != g:
+            continue
+        remaining = list(g)
+        common = 0
+        for w in p:
+            if w in remaining:
+                remaining.remove(w)
+                common += 1
+        if common:
+            prec, rec = common / len(p), common / len(g)
+            best_f1 = max(best_f1, 2 * prec * rec / (prec + rec))
+    return best_em, best_f1
+
+
+def check_qa(ds: str, method: str, stored: dict) -> float:
+    art = Path("artifacts") / ds
+    questions = pd.read_parquet(art / "questions.parquet")
+    if stored.get("question_filter") == "gold_reliable":
+        questions = questions[questions["gold_reliable"]]
+    answers = pd.read_parquet(art / "qa" / f"{method}.parquet").set_index("question_id")
+    scores = []
+    for qid, golds in zip(questions["question_id"], questions["answers"]):
+        golds = [str(g) for g in golds]
+        if not golds:
+            continue
+        ok = qid in answers.index and answers.at[qid, "status"] == "ok"
+        scores.append(c4_scores(answers.at[qid, "prediction"], golds) if ok else (0.0, 0.0))
+    em = sum(s[0] for s in scores) / len(scores)
+    f1 = sum(s[1] for s in scores) / len(scores)
+    return max(abs(em - stored["EM"]), abs(f1 - stored["F1"]))
+
+
+def check_report(readme: Path, root: Path) -> tuple[int, list[str]]:
+    """Compare the main table's percentage cells with the metrics JSON; (cells, mismatches)."""
+    lines = readme.read_text().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("## Main table"))
+    table = [l for l in lines[start:] if l.startswith("|")]
+    table = table[: next((i for i, l in enumerate(table[1:], 1) if l.startswith("| Method")), len(table))]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    keys = {"R@5": "Recall@5", "R@10": "Recall@10", "Recall@5": "Recall@5", "Recall@10": "Recall@10",
+            "F1": "F1", "EM": "EM"}
+    checked, bad = 0, []
+    for row in table[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        method = cells[0].strip("*_<>u/ ")
+        for col, cell in zip(header[1:], cells[1:]):
+            value = cell.replace("**", "").replace("<u>", "").replace("</u>", "").strip()
+            ds, _, short = col.rpartition(" ")
+            if short not in keys or not value.replace(".", "").isdigit():
+                continue
+            name = f"qa-{method}" if short in ("F1", "EM") else method
+            path = root / ds / f"{name}.json"
+            stored = json.loads(path.read_text())[keys[short]]
+            checked += 1
+            if abs(float(value) - round(100 * stored, 2)) > 0.005 + 1e-9:
+                bad.append(f"{ds} {method} {short}: table {value}, JSON {100 * stored:.4f}")
+    return checked, bad
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="scripts/crosscheck_metrics.results.md")
@@ -59,13 +140,22 @@ def main() -> None:
     for path in sorted(Path("reports/metrics").glob("*/*.json")):
         stored = json.loads(path.read_text())
         ds, method = path.parent.name, path.stem
-        if method.startswith("qa-") or not stored.get("n_questions"):
+        if not stored.get("n_questions"):
             continue
-        if not (Path("artifacts") / ds / "runs" / f"{method}.parquet").exists():
+        if method.startswith("qa-"):
+            if not (Path("artifacts") / ds / "qa" / f"{method[3:]}.parquet").exists():
+                continue
+            diff = check_qa(ds, method[3:], stored)
+        elif not (Path("artifacts") / ds / "runs" / f"{method}.parquet").exists():
             continue
-        diff = check(ds, method, stored)
+        else:
+            diff = check(ds, method, stored)
         lines.append(f"| {ds} | {method} | {stored['n_questions']} | {diff:.2e} |")
         print(lines[-1])
+    checked, bad = check_report(Path("reports/README.md"), Path("reports/metrics"))
+    lines += ["", f"Report main table: {checked} percentage cells checked against the metrics JSON, "
+              f"{len(bad)} mismatches.", *[f"- {b}" for b in bad]]
+    print(lines[-1 - len(bad)])
     Path(args.out).write_text("\n".join(lines) + "\n")
 
 

@@ -59,8 +59,14 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         per_q.attrs = attrs
         name = method if kind == "retrieval" else f"qa-{method}"
         write_parquet(per_q.sort_values("question_id").reset_index(drop=True), paths.per_question(name))
-        reliable_only = params.evaluate.twowiki_reliable_only and dataset in ("2wiki", "demo")
+        reliable_only = params.evaluate.twowiki_reliable_only and dataset in ("2wiki", "2wiki_s", "demo")
         summary = summarize(per_q, dataset, method, reliable_only)
+        if kind == "retrieval" and paths.trace(method).exists():  # LLM retrieval methods
+            from evichain.metrics.cost import tokens_per_question
+
+            spent = tokens_per_question(read_parquet(paths.trace(method)))
+            if spent is not None:
+                summary["retrieval_tokens_per_question"] = spent
         if kind == "qa":  # tokens each answer needed (the same whether it came from the cache)
             answers = read_parquet(paths.qa(method))
             tokens = answers["prompt_tokens"] + answers["completion_tokens"]

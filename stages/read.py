@@ -1,7 +1,8 @@
 """DVC stage ``read@<dataset>-<method>``: a method's final context → answers (qa/<method>.parquet).
 
 ``--method direct`` answers without context (Listing 3). Ranking methods give their top
-``read.context_k`` passages to the shared reader (Listing 4). Failed calls are status rows;
+``read.context_k`` passages to the shared reader (Listing 4). ``--evidence`` reads an iterative
+method's own final evidence (``evidence/<method>.parquet``) cut to ``read.budget_tokens``. Failed calls are status rows;
 the stage fails only if more than ``read.max_failure_rate`` of the questions failed.
 """
 
@@ -18,6 +19,8 @@ app = typer.Typer(add_completion=False)
 
 @app.command()
 def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
+         evidence: bool = typer.Option(False, "--evidence",
+                                       help="read the method's own evidence table"),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
     def body() -> dict[str, object]:
         from evichain.config import load_params
@@ -28,9 +31,11 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
 
         params = load_params(params_file)
         paths = DatasetPaths(dataset)
-        run_path = None if method == "direct" else paths.run(method)
-        table, usage = with_runner(read_flow, params.orchestration)(paths.questions, paths.corpus, run_path, params.read.context_k,
-                                 params.llm, f"read@{dataset}-{method}")
+        run_path = None if method == "direct" or evidence else paths.run(method)
+        evidence_path = paths.evidence(method) if evidence else None
+        table, usage = with_runner(read_flow, params.orchestration)(
+            paths.questions, paths.corpus, run_path, params.read.context_k, params.llm,
+            f"read@{dataset}-{method}", evidence_path, params.read.budget_tokens)
         write_parquet(table, paths.qa(method))
         write_json({"stage": f"read@{dataset}-{method}", "model": params.llm.model, **usage.as_dict()},
                    paths.usage(f"read-{method}"))

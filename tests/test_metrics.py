@@ -142,3 +142,13 @@ def test_ap_denominator_is_number_of_relevant_not_min_r_10() -> None:
     row = per_question_metrics(run, questions, [10]).iloc[0]
     assert row["MAP@10"] == pytest.approx(10 / 12)  # min(R, 10) would give 1.0
     assert row["nDCG@10"] == pytest.approx(1.0)  # ideal DCG is cut at 10 too
+
+
+def test_tokens_per_question_sums_every_token_column() -> None:
+    from evichain.metrics.cost import tokens_per_question
+
+    trace = pd.DataFrame({"question_id": ["a", "b"], "sel_prompt_tokens": [10, 20],
+                          "sel_completion_tokens": [1, 3], "ref_prompt_tokens": [5, None],
+                          "n_selected": [4, 4]})
+    assert tokens_per_question(trace) == 19.5  # (16 + 23) / 2; n_selected is not a token column
+    assert tokens_per_question(trace[["question_id", "n_selected"]]) is None

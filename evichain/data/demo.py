@@ -8,9 +8,10 @@ Rules (deterministic; no randomness, no model)
   preceded or followed by a letter, digit or underscore); then, round-robin over the questions,
   each question's lexical near-misses: the non-gold passages sharing the most distinct
   content words (lower-cased ``\w\w+`` tokens minus a small stop list) with the question,
-  ties by corpus order. Distractors are added until the corpus holds ``max_passages``
-  passages (45: LLM extraction costs ~10 s per passage on the reference machine and the whole
-  demo must run in 15 min), so retrieval on the demo has real competition.
+  ties by corpus order. Only distractors of at most ``max_distractor_words`` words are used
+  (a 500-word article costs ~1 min of LLM extraction on 2 cores). Distractors are added until
+  the corpus holds ``max_passages`` passages (the whole demo, LLM steps included, must run in
+  15 min), so retrieval on the demo has real competition.
   Gold passages are never dropped: if they alone exceed ``max_passages`` it is an error.
 - Corpus rows keep 2Wiki corpus order; passage ids equal the 2Wiki ids.
 """
@@ -30,7 +31,8 @@ MAX_PASSAGES = 45
 
 
 def convert(
-    source_dir: Path, n_questions: int = 15, max_passages: int = MAX_PASSAGES
+    source_dir: Path, n_questions: int = 15, max_passages: int = MAX_PASSAGES,
+    max_distractor_words: int | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Corpus and questions tables of the demo slice (rules in the module docstring)."""
     corpus, questions = twowiki.convert(source_dir)
@@ -41,8 +43,10 @@ def convert(
             f"demo: the first {n_questions} reliable 2Wiki questions have {len(gold)} gold passages, "
             f"more than the {max_passages}-passage cap; lower data.demo.n_questions"
         )
-    extra = title_matches(corpus, demo_q["question"], exclude=set(gold))
-    extra += [p for p in lexical_near_misses(corpus, demo_q["question"], set(gold))
+    pool = corpus if max_distractor_words is None else \
+        corpus[corpus["text"].str.split().map(len) <= max_distractor_words]
+    extra = title_matches(pool, demo_q["question"], exclude=set(gold))
+    extra += [p for p in lexical_near_misses(pool, demo_q["question"], set(gold))
               if p not in extra]
     keep = set(gold) | set(extra[: max_passages - len(gold)])
     demo_corpus = corpus[corpus["passage_id"].isin(keep)].reset_index(drop=True)

@@ -15,6 +15,10 @@ Per call (:meth:`LLMClient.call`):
 
 Usage (tokens, cost, calls, cache hits, retries, repairs, failures) is summed per client;
 stages create one client each and write its usage next to their outputs.
+
+Replay (``EVICHAIN_LLM_REPLAY=1``): answers come only from the cache; no model is started or
+called, and a miss is an :class:`LLMFailure` of kind ``replay_miss``. It re-runs a stage from a
+recorded cache on a machine without the model (the expected-scores check does this).
 """
 
 from __future__ import annotations
@@ -104,7 +108,8 @@ class LLMClient:
         self._usage_lock = threading.Lock()
         self._endpoint: Endpoint | None = None
         self._endpoint_lock = threading.Lock()
-        if threading.current_thread() is threading.main_thread():
+        self.replay = os.environ.get("EVICHAIN_LLM_REPLAY") == "1"
+        if threading.current_thread() is threading.main_thread() and not self.replay:
             # Resolve now: a bundled local server started from the main thread is tied to this
             # process (it dies with it, even on kill -9); from worker threads it starts lazily.
             self._resolve()
@@ -167,6 +172,9 @@ class LLMClient:
     def _call_model(self, prompt: Prompt[T], messages: list[dict[str, str]], key: str,
                     check: Check | None) -> LLMResult:
         usage = Usage()
+        if self.replay:
+            return self._fail(LLMFailure("replay_miss", f"EVICHAIN_LLM_REPLAY=1 and no cached "
+                                         f"answer for {prompt.key} (key {key[:12]})", None, usage, key))
 
         def store_if_valid(resp: CachedResponse) -> None:  # runs while the slot is held
             try:

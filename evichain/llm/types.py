@@ -105,7 +105,7 @@ class LLMFailure:
     """A call that still failed after retries and one repair. Never cached.
 
     ``kind`` is one of: ``timeout``, ``rate_limit``, ``server_error``, ``connection``,
-    ``invalid_json``, ``invalid_schema``, ``bad_request``, ``other``.
+    ``invalid_json``, ``invalid_schema``, ``bad_request``, ``replay_miss``, ``other``.
     """
 
     kind: str

@@ -49,6 +49,19 @@ def fit_to_budget(passages: Sequence[dict[str, str]], budget: int,
     return kept
 
 
+def evidence_contexts(evidence: pd.DataFrame, budget: int,
+                      count: Callable[[str], int]) -> dict[str, list[dict[str, str]]]:
+    """question_id → an iterative method's own evidence (``position`` order), cut to ``budget``
+    tokens with :func:`fit_to_budget` (EviReform §4.2: 3,000 tokens of the reader's tokenizer)."""
+    ordered = evidence.sort_values(["question_id", "position"], kind="stable")
+    out: dict[str, list[dict[str, str]]] = {}
+    for qid, group in ordered.groupby("question_id", sort=False):
+        items = [{"passage_id": str(p), "title": str(t), "text": str(x)}
+                 for p, t, x in zip(group["passage_id"], group["title"], group["text"])]
+        out[str(qid)] = fit_to_budget(items, budget, count)
+    return out
+
+
 def read_one(client: LLMClient, question: str, passages: Sequence[dict[str, str]] | None) -> dict[str, Any]:
     """Answer one question (``passages=None`` → direct inference, Listing 3)."""
     if passages is None:

@@ -1,4 +1,5 @@
-"""Deterministic PNG figures: Recall@K curves and paired differences with CIs (Figure A.1).
+"""Deterministic PNG figures: Recall@K curves, paired differences with CIs (Figure A.1) and
+one-parameter sensitivity lines from a ``dvc exp`` sweep.
 
 Figures are drawn on an Agg canvas without ``pyplot`` (no global backend or figure state), under
 matplotlib's default style (a user's ``matplotlibrc`` cannot change the output), and saved
@@ -74,6 +75,35 @@ def paired_difference_figure(
         axes[0].set_yticks(range(len(datasets)), datasets)
         axes[0].invert_yaxis()
         fig.supxlabel("Difference (percentage points)", fontsize="medium")
+        return _save(fig, path)
+
+
+def sensitivity_figure(sweep: pd.DataFrame, path: str | Path, *, metric: str,
+                       defaults: dict[str, float] | None = None) -> Path:
+    """One panel per swept parameter: ``metric`` (in %) against the parameter's value.
+
+    ``sweep``: rows of :func:`evichain.report.sensitivity.one_at_a_time` (``param``, ``value``,
+    ``dataset``, ``method``, ``metric``, ``score``), one line per (dataset, method). The
+    default value of each parameter (``defaults``) is marked with a dotted vertical line.
+    """
+    rows = sweep[sweep["metric"] == metric]
+    params = list(dict.fromkeys(rows["param"]))
+    if not params:
+        raise ValueError(f"no sweep rows for metric {metric!r}")
+    with _style():
+        fig = Figure(figsize=(3.0 * len(params) + 0.6, 3.2), layout="constrained")
+        axes = fig.subplots(1, len(params), sharey=True, squeeze=False)[0]
+        for ax, param in zip(axes, params, strict=True):
+            sub = rows[rows["param"] == param]
+            for (ds, method), line in sub.groupby(["dataset", "method"], sort=True):
+                line = line.sort_values("value")
+                ax.plot(line["value"], 100 * line["score"], marker="o", label=f"{ds} {method}")
+            if defaults and param in defaults:
+                ax.axvline(defaults[param], color="grey", linestyle=":", linewidth=0.8)
+            ax.set(xlabel=param.split(".")[-1], title=param)
+            ax.grid(True, alpha=0.3)
+        axes[0].set_ylabel(f"{metric} (%)")
+        axes[-1].legend(fontsize="x-small", loc="best")
         return _save(fig, path)
 
 

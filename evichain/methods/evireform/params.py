@@ -34,6 +34,8 @@ class IndexParams(Section):
     * ``sentence_title_prefix``: sentence propositions read ``"<title>: <sentence>"`` so that a
       sentence using a pronoun stays self-contained (Listing 11 rule 2, approximated).
     * ``sentence_title_entity``: each sentence proposition lists its passage title as an entity.
+    * ``max_tokens``: output budget of one extraction call (replaces ``llm.max_tokens`` there):
+      a 400-word passage yields ~700 tokens of propositions JSON, which 512 would truncate.
     * ``extractor_by_dataset``: per-dataset override of ``extractor`` (e.g. ``sentences`` for
       the 6,119-passage 2Wiki corpus, which LLM extraction cannot cover on 2 cores).
     """
@@ -47,6 +49,7 @@ class IndexParams(Section):
     sentence_title_prefix: bool = True
     sentence_title_entity: bool = True
     extractor_by_dataset: dict[str, Literal["llm", "sentences"]] = Field(default_factory=dict)
+    max_tokens: int = Field(1024, ge=64, le=32768)
 
     def for_dataset(self, dataset: str) -> "IndexParams":
         """These settings with ``extractor`` as ``extractor_by_dataset`` sets it for ``dataset``."""

@@ -1,0 +1,107 @@
+"""Assembling GraphRAG-Bench Medical judgements into per-question rows and the metrics JSON.
+
+* A question whose answer call failed is not judged: ``status="answer_failed"`` and its
+  type's metrics are 0 (there is no answer to credit), counted per type.
+* A judged question gets semantic similarity from one batch of embeddings, then
+  correctness = ``(w1·F_β + w2·sim)/(w1+w2)`` (:mod:`evichain.qa.medical_metrics`).
+* Metrics a type does not report are NaN in its rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evichain.qa.medical_metrics import (
+    METRIC_COLUMNS, METRICS_BY_TYPE, answer_correctness, mean_accuracy, metrics_for,
+    scaled_similarity, type_summary,
+)
+
+PER_QUESTION_COLUMNS = [
+    "question_id", "type", "status", "error_kind", "error", "idk", *METRIC_COLUMNS,
+    "statement_f", "similarity", "tp", "fp", "fn", "answer_statements", "reference_statements",
+    "facts", "facts_covered", "faithful_statements", "judge_calls", "judge_failed_calls",
+    "parse_repairs", "repair_notes", "judge_prompt_tokens", "judge_completion_tokens",
+    "reader_prompt_tokens", "reader_completion_tokens",
+]
+
+
+def answer_failed_row(question_type: str, error_kind: str, error: str) -> dict[str, Any]:
+    """The row of a question whose answer call failed: its type's metrics are 0."""
+    wanted = metrics_for(question_type)
+    return {"status": "answer_failed", "error_kind": error_kind, "error": error, "idk": False,
+            **{m: (0.0 if m in wanted else math.nan) for m in METRIC_COLUMNS},
+            "statement_f": math.nan, "similarity": math.nan, "answer_statements": [],
+            "reference_statements": [], "facts": [], "judge_calls": 0, "judge_failed_calls": 0,
+            "parse_repairs": 0, "repair_notes": "", "judge_prompt_tokens": 0,
+            "judge_completion_tokens": 0}
+
+
+def with_correctness(rows: pd.DataFrame, predictions: Sequence[str], references: Sequence[str],
+                     encode: Callable[[list[str]], np.ndarray],
+                     weights: tuple[float, float]) -> pd.DataFrame:
+    """Judged rows (aligned with ``predictions`` / ``references``) with ``similarity`` and
+    ``correctness`` filled in; a NaN statement F-beta (failed judge call) keeps NaN."""
+    out = rows.copy()
+    if out.empty:
+        return out
+    vecs = encode([*predictions, *references])
+    n = len(predictions)
+    sims = [scaled_similarity(vecs[i], vecs[n + i]) for i in range(n)]
+    out["similarity"] = sims
+    out["correctness"] = [answer_correctness(f, s, weights) if not _nan(f) else math.nan
+                          for f, s in zip(out["statement_f"], sims, strict=True)]
+    return out
+
+
+def _nan(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def finalize(per_q: pd.DataFrame) -> pd.DataFrame:
+    """Columns in :data:`PER_QUESTION_COLUMNS` order, sorted by question id."""
+    for col in PER_QUESTION_COLUMNS:
+        if col not in per_q:
+            per_q[col] = None
+    return per_q[PER_QUESTION_COLUMNS].sort_values("question_id", kind="stable").reset_index(drop=True)
+
+
+def summarize(per_q: pd.DataFrame, *, dataset: str, method: str, judge_model: str,
+              reader_model: str, similarity_model: str,
+              weights: tuple[float, float]) -> dict[str, Any]:
+    """The metrics JSON: per-type metrics and counts, ACC, models, tokens (response tokens,
+    identical on a cache hit, so an unchanged re-run writes the same file)."""
+    per_type = type_summary(per_q)
+    n = max(1, len(per_q))
+    judge_pt, judge_ct = int(per_q["judge_prompt_tokens"].sum()), int(per_q["judge_completion_tokens"].sum())
+    read_pt, read_ct = int(per_q["reader_prompt_tokens"].sum()), int(per_q["reader_completion_tokens"].sum())
+    return {
+        "dataset": dataset, "method": method, "benchmark": "GraphRAG-Bench Medical",
+        "judge_model": judge_model, "reader_model": reader_model,
+        "similarity_model": similarity_model, "correctness_weights": list(weights),
+        "metrics_by_type": {t: list(m) for t, m in METRICS_BY_TYPE.items()},
+        "questions": int(len(per_q)),
+        "answer_failed": int((per_q["status"] == "answer_failed").sum()),
+        "judge_failed": int((per_q["status"] == "judge_failed").sum()),
+        "idk_answers": int(per_q["idk"].fillna(False).astype(bool).sum()),
+        "parse_repairs": int(pd.to_numeric(per_q["parse_repairs"]).fillna(0).sum()),
+        "per_type": per_type, "ACC": mean_accuracy(per_type),
+        "judge_tokens": {"prompt": judge_pt, "completion": judge_ct},
+        "judge_tokens_per_question": round((judge_pt + judge_ct) / n, 2),
+        "reader_tokens": {"prompt": read_pt, "completion": read_ct},
+        "reader_tokens_per_question": round((read_pt + read_ct) / n, 2),
+    }
+
+
+def flat_metrics(summary: Mapping[str, Any]) -> dict[str, float | None]:
+    """``"<type> <metric>"`` → value, plus ``ACC`` (for tables)."""
+    out: dict[str, float | None] = {}
+    for qtype, metrics in METRICS_BY_TYPE.items():
+        for m in metrics:
+            out[f"{qtype} {m}"] = summary.get("per_type", {}).get(qtype, {}).get(m)
+    out["ACC"] = summary.get("ACC")
+    return out

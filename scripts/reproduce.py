@@ -1,0 +1,176 @@
+"""Expected scores, pyserini-2CR style: re-run fixed samples and compare with a recorded file.
+
+``reproduce/expected_scores.yaml`` lists, per (dataset, method), the scores a run of this
+pipeline must give on a fixed sample, with a tolerance:
+
+* deterministic methods (BM25 on the first 50 questions of every benchmark with gold, the
+  whole corpus; dense on the demo): tolerance 1e-6 (rounding of the metrics JSON);
+* LLM methods (EviReform base/full, the shared reader) on the demo: replayed from the LLM
+  cache recorded when the file was written (``reproduce/demo-llm-cache.sqlite``, a copy of the
+  cache of ``make demo``) with ``EVICHAIN_LLM_REPLAY=1``: no model is needed and a call the
+  cache cannot answer fails as ``replay_miss`` (e.g. after a prompt change: re-record). The
+  tolerance band stated per entry is what a live re-run with the same model may move.
+
+The run uses the real stage entry points in-process, in a scratch directory.
+
+    python scripts/reproduce.py            # check; exit 1 with a table of differences
+    python scripts/reproduce.py --write    # re-record the expected scores (after a deliberate change)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPECTED = ROOT / "reproduce" / "expected_scores.yaml"
+RECORDED_CACHE = ROOT / "reproduce" / "demo-llm-cache.sqlite"
+SAMPLE_QUESTIONS = 50
+METRICS = ("Recall@2", "Recall@5", "Recall@10", "Chain@5", "nDCG@10")
+QA_METRICS = ("EM", "F1")
+BM25_DATASETS = ("demo", "2wiki_s", "musique", "hotpotqa_s")
+LLM_BAND = 0.10  # a live re-run (no recorded cache) with the same model may move this much
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One expected score."""
+
+    dataset: str
+    method: str
+    metric: str
+    value: float
+    tolerance: float
+    replay: bool
+
+
+@contextlib.contextmanager
+def _scratch() -> Iterator[Path]:
+    """A scratch working directory with the params of the expected-scores samples."""
+    old = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="evichain-2cr-") as tmp:
+        work = Path(tmp)
+        (work / "data").symlink_to(ROOT / "data")
+        params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+        for name in ("2wiki_s", "hotpotqa_s"):
+            params["data"]["samples"][name]["n_questions"] = SAMPLE_QUESTIONS
+        (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+        os.chdir(work)
+        try:
+            yield work
+        finally:
+            os.chdir(old)
+
+
+def _stage(main: Callable[..., None], **kwargs: object) -> None:
+    main(params_file=Path("params.yaml"), **kwargs)
+
+
+def _deterministic_runs() -> None:
+    from stages import evaluate, prepare, retrieve
+
+    for ds in BM25_DATASETS:
+        _stage(prepare.main, dataset=ds)
+        _stage(retrieve.main, dataset=ds, method="bm25")
+        _stage(evaluate.main, dataset=ds, method="bm25", kind="retrieval")
+    _stage(retrieve.main, dataset="demo", method="dense")
+    _stage(evaluate.main, dataset="demo", method="dense", kind="retrieval")
+
+
+def _replayed_runs(cache: Path) -> None:
+    from stages import canonicalize_entities, evaluate, extract_propositions, read, retrieve_evireform
+
+    os.environ["EVICHAIN_LLM_CACHE"] = str(cache)
+    os.environ["EVICHAIN_LLM_REPLAY"] = "1"
+    os.environ["EVICHAIN_CHECKPOINT_DIR"] = str(cache.parent / "checkpoints")
+    try:
+        _stage(extract_propositions.main, dataset="demo")
+        _stage(canonicalize_entities.main, dataset="demo")
+        for variant in ("base", "full"):
+            _stage(retrieve_evireform.main, dataset="demo", variant=variant)
+            _stage(evaluate.main, dataset="demo", method=f"evireform-{variant}", kind="retrieval")
+        for method in ("direct", "bm25", "dense"):
+            _stage(read.main, dataset="demo", method=method, evidence=False)
+            _stage(evaluate.main, dataset="demo", method=method, kind="qa")
+    finally:
+        os.environ.pop("EVICHAIN_LLM_REPLAY", None)
+
+
+def _metrics(dataset: str, name: str) -> dict[str, float]:
+    return json.loads((Path("reports/metrics") / dataset / f"{name}.json").read_text())
+
+
+def measure(cache: Path = RECORDED_CACHE) -> list[Entry]:
+    """Run every sample and return the scores measured now (tolerances as recorded)."""
+    if not cache.exists():
+        raise FileNotFoundError(f"{cache}: no recorded LLM cache (copy the cache of `make demo`)")
+    with _scratch() as work:
+        scratch_cache = work / "llm-cache.sqlite"
+        shutil.copy2(cache, scratch_cache)
+        _deterministic_runs()
+        _replayed_runs(scratch_cache)
+        entries = [Entry(ds, "bm25", m, _metrics(ds, "bm25")[m], 1e-6, False)
+                   for ds in BM25_DATASETS for m in METRICS]
+        entries += [Entry("demo", "dense", m, _metrics("demo", "dense")[m], 1e-6, False) for m in METRICS]
+        entries += [Entry("demo", f"evireform-{v}", m, _metrics("demo", f"evireform-{v}")[m], LLM_BAND, True)
+                    for v in ("base", "full") for m in METRICS]
+        entries += [Entry("demo", f"qa-{r}", m, _metrics("demo", f"qa-{r}")[m], LLM_BAND, True)
+                    for r in ("direct", "bm25", "dense") for m in QA_METRICS]
+    return entries
+
+
+def load_expected(path: Path = EXPECTED) -> list[Entry]:
+    rows = yaml.safe_load(path.read_text(encoding="utf-8"))["scores"]
+    return [Entry(**row) for row in rows]
+
+
+def write_expected(entries: list[Entry], path: Path = EXPECTED) -> None:
+    header = {"questions_per_sample": SAMPLE_QUESTIONS, "llm_cache": RECORDED_CACHE.name,
+              "scores": [{**e.__dict__, "value": round(e.value, 6)} for e in entries]}
+    path.write_text(yaml.safe_dump(header, sort_keys=False), encoding="utf-8")
+
+
+def compare(expected: list[Entry], measured: list[Entry]) -> list[str]:
+    """Lines describing every expected score the measured run misses (empty = reproduced).
+
+    A replayed LLM score must match exactly (the cache makes it deterministic); its band
+    applies to live re-runs only.
+    """
+    got = {(e.dataset, e.method, e.metric): e.value for e in measured}
+    problems = []
+    for e in expected:
+        value = got.get((e.dataset, e.method, e.metric))
+        tol = 1e-6 if e.replay else e.tolerance
+        if value is None:
+            problems.append(f"{e.dataset} {e.method} {e.metric}: not measured")
+        elif abs(value - e.value) > tol:
+            problems.append(f"{e.dataset} {e.method} {e.metric}: expected {e.value:.6f} ± {tol:g}, "
+                            f"got {value:.6f}")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    measured = measure()
+    if "--write" in argv:
+        write_expected(measured)
+        print(f"wrote {len(measured)} expected scores to {EXPECTED}")
+        return 0
+    problems = compare(load_expected(), measured)
+    for line in problems:
+        print(line)
+    print(f"{len(measured) - len(problems)}/{len(measured)} expected scores reproduced")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,56 @@
+"""DVC stage ``read_medical@<dataset>-<method>``: GraphRAG-Bench Medical answers (Listing 2).
+
+Each question is answered from the top ``medical_qa.context_k`` passages of the method's run
+(``artifacts/<ds>/runs/<method>.parquet``). Writes ``artifacts/<ds>/qa/medqa-<method>.parquet``
+(question_id, type, prediction, idk, status, error_kind, error, context_passage_ids,
+prompt_tokens, completion_tokens) and ``artifacts/<ds>/usage/read_medical-<method>.json``
+(``llm_usage`` = the client's usage). Failed calls are status rows; the stage fails only if
+more than ``medical_qa.max_failure_rate`` of the questions failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages._common import run_stage
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
+         params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
+    def body() -> dict[str, object]:
+        from evichain.config import load_params
+        from evichain.io import write_json, write_parquet
+        from evichain.paths import DatasetPaths
+        from flows.common import with_runner
+        from flows.medical import read_medical_flow
+
+        params = load_params(params_file)
+        medical = params.medical_qa
+        paths = DatasetPaths(dataset)
+        llm = medical.answer_llm(params.llm)
+        stage = f"read_medical@{dataset}-{method}"
+        table, usage = with_runner(read_medical_flow, params.orchestration)(
+            paths.questions, paths.corpus, paths.run(method), medical.context_k, llm, stage)
+        write_parquet(table, paths.qa(f"medqa-{method}"))
+        failed = int((table["status"] != "ok").sum())
+        summary = {"stage": stage, "dataset": dataset, "method": method, "model": llm.model,
+                   "questions": len(table), "failed": failed, "idk": int(table["idk"].sum()),
+                   "prompt_tokens": int(table["prompt_tokens"].sum()),
+                   "completion_tokens": int(table["completion_tokens"].sum()),
+                   "llm_usage": usage.as_dict()}
+        write_json(summary, paths.usage(f"read_medical-{method}"))
+        if failed > medical.max_failure_rate * max(1, len(table)):
+            raise RuntimeError(f"{failed}/{len(table)} questions failed (> medical_qa.max_failure_rate="
+                               f"{medical.max_failure_rate}); see {paths.qa(f'medqa-{method}')}")
+        return {k: summary[k] for k in ("dataset", "method", "questions", "failed", "idk")}
+
+    run_stage(f"read_medical@{dataset}-{method}", body)
+
+
+if __name__ == "__main__":
+    app()
