@@ -64,7 +64,7 @@ class SampleParams(Section):
 def _default_samples() -> dict[str, SampleParams]:
     return {"2wiki_s": SampleParams(source="2wiki", n_questions=100),
             "hotpotqa_s": SampleParams(source="hotpotqa", n_questions=100),
-            "medical_s": SampleParams(source="medical", n_questions=10, per_type=True)}
+            "medical_s": SampleParams(source="medical", n_questions=5, per_type=True)}
 
 
 class DataParams(Section):

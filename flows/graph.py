@@ -197,7 +197,8 @@ def build_retriever(paths: DatasetPaths, params: GraphParams, method: str, embed
     corpus = read_parquet(paths.corpus)
     encode_text = get_embedder(embed).encode
     if method == "proprag":
-        tables = (read_parquet(paths.index_file(f"{n}.parquet")) for n in ("propositions", "entities", "incidence"))
+        tables = (read_parquet(paths.index_file(f"{n}.parquet"))
+                  for n in ("propositions", "entities", "incidence"))
         index = build_prop_index(corpus, *tables, _encoder(embed, orch), params)
         stats = {**index.graph.statistics(), "propositions": len(index.texts)}
         return PropRAGRetriever(index, params, encode_text), stats

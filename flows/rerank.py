@@ -34,6 +34,7 @@ from flows.read import stage_client
 from flows.retrieve import encode_all
 
 Reranker = ListwiseReranker | CrossEncoderReranker
+Row = tuple[str, int, str, float]
 
 
 @dataclass
@@ -75,7 +76,7 @@ def load_pools(paths: DatasetPaths, pool_size: int, dense: DenseParams, embed: E
 
 @task(cache_policy=NO_CACHE, task_run_name="rerank-{question_id}")
 def rerank_question(reranker: Reranker, question_id: str, question: str, pool: list[Candidate],
-                    tail: list[str], gold: list[str]) -> tuple[list[tuple[str, int, str, float]], dict[str, Any]]:
+                    tail: list[str], gold: list[str]) -> tuple[list[Row], dict[str, Any]]:
     """Rerank one pool; return its run rows and trace row."""
     base = {"question_id": question_id, "pool_ids": [c.passage_id for c in pool],
             "pool_size": len(pool), "n_gold": len(gold),
@@ -135,7 +136,7 @@ def rerank_flow(paths: DatasetPaths, method: str, params: RerankParams, dense: D
                                       pools.tail.get(qid, []), [str(g) for g in gold])
                for qid, q, gold in zip(questions["question_id"].astype(str), questions["question"],
                                        questions["gold_passage_ids"])]
-    results: Sequence[tuple[list[tuple[str, int, str, float]], dict[str, Any]]] = collect(
+    results: Sequence[tuple[list[Row], dict[str, Any]]] = collect(
         futures, f"rerank-{method} questions")
     run = run_table([row for rows, _ in results for row in rows])
     trace = pd.DataFrame([t for _, t in results])

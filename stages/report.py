@@ -42,7 +42,7 @@ def _retrieval_report(params: object) -> list[str]:
     for ds in p.datasets:  # type: ignore[attr-defined]
         folder = reports.root / "metrics" / ds
         metrics = {f.stem: read_json(f) for f in sorted(folder.glob("*.json"))
-                   if not f.stem.startswith("qa-")} if folder.exists() else {}
+                   if not f.stem.startswith(("qa-", "medqa-"))} if folder.exists() else {}
         scored = {m: v for m, v in metrics.items() if v.get("n_questions")}
         figure = None
         if scored:
@@ -83,8 +83,20 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     if not all_boot.empty and (all_boot["kind"] == "difference").any():
         paired_difference_figure(all_boot, reports.figure("paired_differences"))
         figures = [*figures, "figures/paired_differences.png"]
-    write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures), reports.root / "README.md")
+    write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p)),
+               reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}  # type: ignore[attr-defined]
+
+
+def _not_run(params: object) -> list[str]:
+    """Methods of the papers that cannot run here, said instead of given a number."""
+    from evichain.methods.rerank.cross_encoder import offline_weights_available
+
+    model = params.rerank.cross_encoder.model  # type: ignore[attr-defined]
+    if offline_weights_available(model):
+        return []
+    return [f"`cross_encoder` (`{model}`, rerank over the dense top "
+            f"{params.rerank.pool_size}): not run: no offline weights"]  # type: ignore[attr-defined]
 
 
 def _header() -> str:

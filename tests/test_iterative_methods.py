@@ -17,15 +17,16 @@ from evichain.embed import get_embedder
 from evichain.llm import LLMClient
 from evichain.llm.scripted import set_responder
 from evichain.methods.evireform.canonicalize import canonicalize
-from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
+from evichain.methods.evireform.extract import (TitleMatcher, sentence_propositions,
+                                                split_sentences)
 from evichain.methods.evireform.params import IndexParams
-from evichain.methods.iterative.common import DenseSearcher, Outcome, Passages
+from evichain.methods.iterative.common import DenseSearcher, Episode, Outcome, Passages
 from evichain.methods.iterative.gear import GeAR
 from evichain.methods.iterative.gear_graph import EntityGraph
 from evichain.methods.iterative.ircot import IRCoT
 from evichain.methods.iterative.params import (GeARParams, IRCoTParams, S2GRAGParams,
                                                SelfAskParams)
-from evichain.methods.iterative.s2g_rag import S2GRAG
+from evichain.methods.iterative.s2g_rag import S2GRAG, clean_ids
 from evichain.methods.iterative.self_ask import SelfAsk, round_robin
 
 PASSAGES = [
@@ -277,7 +278,7 @@ def test_s2g_gap_directed_turns_until_sufficient() -> None:
     assert seen_missing[0] == [] and seen_missing[1][0]["target"] == "Ermengarde of Tours"
     assert t["evidence_ids"] == ["d0", "d1"]
     assert out.evidence[0]["text"] == "He was the son of Emperor Lothair I and Ermengarde of Tours."
-    assert out.evidence[1]["text"].startswith("She died on 20 March 851")
+    assert "20 March 851" in out.evidence[1]["text"]      # the splitter keeps "Lothair I. She" whole
     assert t["n_selected_sentences"] == 2 and json.loads(t["gap_items"][0])[0]["slot"] == "death date"
     check_tables(out)
 
@@ -304,19 +305,34 @@ def test_s2g_repairs_malformed_ids_categories_and_missing_gaps() -> None:
         {"sufficient": False, "gap_items": []},
         {"sufficient": True, "gap_items": [{"category": "other", "target": "x"}]},
     ])
+    picked: list[int] = []
 
     def fn(system: str, data: Any) -> str:
         if system.startswith("You are a sentence-level"):
             assert data["K"] == 1
-            return json.dumps({"evidence_global_ids": [0, 999, 2, 2, 1]})
+            n = len(data["SENTENCES"])
+            picked.append(n)
+            return json.dumps({"evidence_global_ids": [0, n + 5, n, n]})
         return json.dumps(next(judgements))
 
-    t = s2g(S2GRAGParams(k=1, max_sentences=1), fn).trace
+    out = s2g(S2GRAGParams(k=1, max_sentences=1), fn)
+    t = out.trace
     assert t["stop_reason"] == "answered"
     assert t["queries"] == [QUESTION, "Ermengarde", QUESTION]           # no gap → the question
     assert json.loads(t["repairs"]) == {
-        "unknown_sentence_ids": 6, "duplicate_sentence_ids": 3, "sentences_over_k": 3,
+        "unknown_sentence_ids": 6, "duplicate_sentence_ids": 3,
         "unknown_gap_category": 1, "empty_gap_item": 1, "no_gap_items": 1, "gaps_when_sufficient": 1}
+    assert t["n_selected_sentences"] == 3 and len(t["evidence_ids"]) == 3   # the last sentence of each
+    for row, n in zip(out.evidence, picked):
+        pid = row["passage_id"]
+        assert row["text"] == split_sentences(passages().texts[passages().ids.index(pid)])[n - 1]
+
+
+def test_s2g_clean_ids_counts_each_defect() -> None:
+    ep = Episode("q", QUESTION, client=None)  # type: ignore[arg-type]
+    assert clean_ids([0, 3, 2, 2, 1, 5, 4], n=4, k=2, ep=ep) == [3, 2]
+    assert dict(ep.repairs) == {"unknown_sentence_ids": 2, "duplicate_sentence_ids": 1,
+                                "sentences_over_k": 2}
 
 
 def test_s2g_stops_without_new_sentences_and_on_failure() -> None:
@@ -371,16 +387,20 @@ def test_gear_step_limit_malformed_triples_and_query_rules() -> None:
             return json.dumps({"proximal_triples": [["a", "b"], ["Lothair II", "king of", "Lotharingia"],
                                                      ["lothair ii", "King of", "Lotharingia"], ["", "x", "y"]]})
         if system.startswith("Update a compact memory"):
-            return json.dumps({"gist_triples": [["Lothair II", "king of", "Lotharingia"]] * 2})
+            new = [[p["title"], "is", "retrieved"] for p in data["passages"]]
+            return json.dumps({"gist_triples": [["Lothair II", "king of", "Lotharingia"]] * 2 + new})
         return json.dumps({"answerable": False, "next_query": next(queries)})
 
-    t = gear(GeARParams(k=1, max_steps=3), fn).trace
+    t = gear(GeARParams(k=1, hops=0, max_steps=3), fn).trace
     assert t["stop_reason"] == "step_limit" and t["n_steps"] == 3
     assert t["queries"] == [QUESTION, "Ermengarde of Tours", "Erstein"]
-    assert t["n_llm_calls"] == 3 + 3 + 2 and t["memory"] == ["Lothair II | king of | Lotharingia"]
+    assert t["n_llm_calls"] == 3 + 3 + 2 and t["memory"][0] == "Lothair II | king of | Lotharingia"
     r = json.loads(t["repairs"])
     assert r["malformed_proximal_triple"] == 6 and r["duplicate_proximal_triple"] == 3
     assert r["duplicate_memory_triple"] == 3
+
+
+def test_gear_repeated_query_stops_without_progress() -> None:
     repeated = gear(GeARParams(k=1), lambda s, d: json.dumps(
         {"proximal_triples": []} if s.startswith("Read") else {"gist_triples": []}
         if s.startswith("Update") else {"answerable": False, "next_query": QUESTION.upper()})).trace

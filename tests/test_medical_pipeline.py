@@ -62,7 +62,10 @@ def respond(messages: list[dict[str, Any]], model: str) -> str:
 
 @pytest.fixture()
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    import flows.read
+
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(flows.read, "_CLIENTS", {})  # stage clients hold the previous test's cache
     (tmp_path / "params.yaml").write_text(
         "llm: {model: scripted/medical, max_retries: 0}\n"
         "orchestration: {max_workers: 2}\n"

@@ -38,7 +38,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
     for rel in ("tests/__init__.py", "tests/fixtures/__init__.py", "tests/fixtures/scripted_llm.py"):
         shutil.copy2(ROOT / rel, work / rel)
     params = yaml.safe_load((work / "params.yaml").read_text())
-    params.update(datasets=["demo"], llm_datasets=["demo"])
+    params.update(datasets=["demo"], llm_datasets=["demo"], evireform_datasets=["demo"],
+                  cee_datasets=["demo"], baseline_datasets=[])
+    if "datasets" in params.get("medical_qa", {}):
+        params["medical_qa"]["datasets"] = []  # baselines and Medical QA have their own tests
     for key, keep in (("evireform_variants", ["base", "full"]), ("cee_variants", ["full"])):
         if key in params:  # every variant runs in the real pipeline; two keep this test short
             params[key] = keep

@@ -68,9 +68,29 @@ def test_ties_keep_the_pool_order() -> None:
 
 def test_missing_offline_weights_is_a_typed_error_naming_the_model(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
     assert not offline_weights_available("BAAI/bge-reranker-large")
     assert not offline_weights_available(str(tmp_path))              # a directory without a model
-    with pytest.raises(CrossEncoderWeightsMissing, match="BAAI/bge-reranker-large.*no offline weights") as err:
+    missing = "BAAI/bge-reranker-large.*no offline weights"
+    with pytest.raises(CrossEncoderWeightsMissing, match=missing) as err:
         load_cross_encoder(CrossEncoderParams())
     assert isinstance(err.value, ModelNotFound)
+
+
+def test_a_cached_hub_snapshot_counts_as_offline_weights(tmp_path: Path, tiny_model_dir: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import huggingface_hub.constants
+
+    hub = tmp_path / "hub"
+    repo = hub / "models--acme--tiny-reranker"
+    shutil.copytree(tiny_model_dir, repo / "snapshots" / "abc123")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    assert offline_weights_available("acme/tiny-reranker")
+    model = load_cross_encoder(CrossEncoderParams(model="acme/tiny-reranker", max_length=64))
+    assert len(model.predict([("king", "lothair was king")])) == 1

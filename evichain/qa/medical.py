@@ -63,7 +63,7 @@ _IDK = re.compile(r"^\W*i\s+(?:don['\u2019]?t|do\s+not)\s+know\W*$", re.IGNORECA
 def is_idk(answer: str | None) -> bool:
     """True when the whole answer is the Listing 2 abstention ("I don't know", any apostrophe,
     case or surrounding punctuation)."""
-    return bool(answer) and bool(_IDK.match(answer.strip()))  # type: ignore[union-attr]
+    return answer is not None and bool(_IDK.match(answer.strip()))
 
 
 def answer_payload(question: str, passages: Sequence[dict[str, str]]) -> dict[str, Any]:

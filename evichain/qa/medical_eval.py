@@ -45,7 +45,11 @@ def with_correctness(rows: pd.DataFrame, predictions: Sequence[str], references:
                      encode: Callable[[list[str]], np.ndarray],
                      weights: tuple[float, float]) -> pd.DataFrame:
     """Judged rows (aligned with ``predictions`` / ``references``) with ``similarity`` and
-    ``correctness`` filled in; a NaN statement F-beta (failed judge call) keeps NaN."""
+    ``correctness`` filled in; a NaN statement F-beta (failed judge call) keeps NaN.
+
+    ``encode`` is the pipeline's encoder (``embed.model``, MiniLM by default, which reads the
+    first 256 word pieces of a text); the benchmark used BGE-large-en-v1.5, not available
+    offline here."""
     out = rows.copy()
     if out.empty:
         return out

@@ -40,7 +40,7 @@ class Query2DocParams(Section):
     dense_separator: str = " [SEP] "                   # paper: q [SEP] d' for dense retrievers
     n_examples: int = Field(4, ge=0, le=4)             # paper: 4 in-context examples
     temperature: float = Field(0.0, ge=0.0, le=2.0)    # one document; project default (App. C)
-    max_passage_chars: int = Field(700, ge=50, le=20000)  # paper: at most 128 generated tokens
+    max_passage_chars: int = Field(700, ge=50, le=20000)  # bound in the sent schema (~150 tokens)
 
 
 class LameRParams(Section):

@@ -24,11 +24,13 @@ of seed entities change, as per-arc multipliers on W (nothing is copied):
 
 Departures: the paper's scorer also sees an LLM summary of each neighbour, generated offline
 for every entity with more than three facts (one extra LLM call per such entity, far beyond
-this machine's budget); we show the neighbour's first ``neighbour_facts`` facts instead (the
-code's own input for entities without a summary). The weak seed uses each anchor's own
-passage count (the released code divides by the count of the last phrase handled, a slip).
-The question's NER is called only when the filter kept a fact (the code calls both
-concurrently and discards the NER on the dense fallback: same rankings, fewer calls).
+this machine's budget); we show the neighbour's own facts instead, as the code does for
+entities without a summary, cut to the summaries' length (``neighbour_words`` = 150 words).
+The prompts are ours (JSON, neighbours by id) instead of the released few-shot templates. The
+weak seed uses each anchor's own passage count (the released code divides by the count of the
+last phrase handled, a slip). The question's NER is called only when the filter kept a fact
+(the code calls both concurrently and discards the NER on the dense fallback: same rankings,
+fewer calls).
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ class CatRAGRetriever(HippoRAG2Retriever):
             factors = key_fact_factors(arcs[valid], boosted[valid], W.data[arcs[valid]],
                                        self.params.catrag.key_fact_boost)
             scale[arcs[valid]] *= factors
-            boosted_arcs += int(boosted[valid].sum()) if boosted[valid].any() else 0
+            boosted_arcs += int(boosted[valid].sum())
         work.trace["key_fact_entities"] = len(entities)
         work.trace["n_boosted_passage_arcs"] = boosted_arcs
 
@@ -218,9 +220,19 @@ class CatRAGRetriever(HippoRAG2Retriever):
         return {n: scores[k + 1] for k, n in enumerate(batch)}
 
     def _other_facts(self, n: int, linking: set[int]) -> list[list[str]]:
-        """The neighbour's first ``neighbour_facts`` facts other than the linking ones."""
-        own = [int(f) for f in self._facts_of(n) if int(f) not in linking]
-        return [list(self.index.facts.facts[f]) for f in own[:self.params.catrag.neighbour_facts]]
+        """The neighbour's facts other than the linking ones, in order, while their words
+        total at most ``neighbour_words`` (the length of the paper's neighbour summaries)."""
+        out: list[list[str]] = []
+        words = 0
+        for f in self._facts_of(n):
+            if int(f) in linking:
+                continue
+            fact = list(self.index.facts.facts[int(f)])
+            words += sum(len(part.split()) for part in fact)
+            if words > self.params.catrag.neighbour_words:
+                break
+            out.append(fact)
+        return out
 
     def _apply_edge_factors(self, seeds: np.ndarray, factor: dict[int, float], pruned: set[int],
                             scale: np.ndarray) -> None:

@@ -6,9 +6,10 @@ Edges, as one symmetric sparse weight matrix W ((E+P) × (E+P), scipy CSR):
 
 * relation edges between the two entities of a fact: R[a, b] = number of (passage, fact)
   occurrences joining a and b (HippoRAG 2: subject–object of a triple; PropRAG: two entities
-  of one proposition). The released HippoRAG 2 code stores every such pair in both directions
-  in an undirected igraph graph, i.e. as two parallel edges; W reproduces that effective weight:
-  W_rel = R + Rᵀ (self-pairs dropped).
+  of one proposition). The released HippoRAG 2 code counts every occurrence under both keys
+  (a, b) and (b, a) and inserts each key as an undirected igraph edge, so a and b end up joined
+  by two parallel edges of weight (R + Rᵀ)[a, b] each; W reproduces that effective weight:
+  W_rel = 2 (R + Rᵀ) (self-pairs dropped).
 * synonymy edges between entity nodes whose embedding cosine is ≥ τ (0.8): S[a, b] = cos(a, b)
   for b among a's ``synonymy_topk`` nearest, at most ``synonymy_max_per_node`` per node, only
   for names with ≥ ``synonymy_min_chars`` alphanumeric characters; stored in both directions
@@ -212,7 +213,7 @@ def build_graph(entity_names: Sequence[str], passage_ids: Sequence[str], occ: Oc
     """W from relation pairs, mentions and the directed synonymy matrix S (module docstring)."""
     E, P = len(entity_names), len(passage_ids)
     R = sp.csr_matrix((np.ones(occ.pair_a.size), (occ.pair_a, occ.pair_b)), shape=(E, E))
-    rel = (R + R.T).tolil()
+    rel = (2.0 * (R + R.T)).tolil()
     rel.setdiag(0)
     rel = rel.tocsr()
     rel.eliminate_zeros()

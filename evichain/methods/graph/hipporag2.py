@@ -163,7 +163,8 @@ class HippoRAG2Retriever:
         """Rank passages for one question (module docstring)."""
         start = time.perf_counter()
         work = Work(question_id, question, h_q, {**base_trace(question_id), **self._trace_defaults()})
-        work.fact_scores = min_max(self.index.fact_vectors @ h_q) if len(self.index.facts.facts) else np.zeros(0)
+        has_facts = len(self.index.facts.facts) > 0
+        work.fact_scores = min_max(self.index.fact_vectors @ h_q) if has_facts else np.zeros(0)
         work.dense = self.index.passage_vectors @ h_q
         self._recognise(work)
         scores = self._graph_search(work) if work.kept else self._dense_fallback(work)
@@ -193,8 +194,8 @@ class HippoRAG2Retriever:
         if not p.recognition_memory:
             work.kept = [int(i) for i in cand]
         else:
-            raw, usage = self.llm.filter(work.question, [(int(i), facts[i]) for i in cand],  # type: ignore[union-attr]
-                                         p.filter_max_kept)
+            items = [(int(i), facts[i]) for i in cand]
+            raw, usage = self.llm.filter(work.question, items, p.filter_max_kept)  # type: ignore[union-attr]
             work.charge(usage, "filter")
             work.kept, t["n_unknown_fact_ids"], t["n_duplicate_fact_ids"] = clean_kept(
                 raw or [], cand.tolist(), p.filter_max_kept)

@@ -168,10 +168,14 @@ def _proposition_outcome(passage_id: str, triples: list[Triple], prop_ids: list[
 def openie_summary(status: pd.DataFrame, n_triples: int, openie: str) -> dict[str, Any]:
     """Counts for the stage summary: ok / failed (per step and kind), repaired items."""
     failed = status["status"] == "failed"
+
+    def counts(column: str) -> dict[str, int]:
+        return {str(k): int(v) for k, v in status.loc[failed, column].value_counts().items()}
+
     return {"openie": openie, "passages": len(status), "ok": int((~failed).sum()),
-            "failed": int(failed.sum()), "failure_rate": round(float(failed.mean()) if len(status) else 0.0, 4),
-            "failed_steps": {str(k): int(v) for k, v in status.loc[failed, "step"].value_counts().items()},
-            "failure_kinds": {str(k): int(v) for k, v in status.loc[failed, "error_kind"].value_counts().items()},
+            "failed": int(failed.sum()),
+            "failure_rate": round(float(failed.mean()) if len(status) else 0.0, 4),
+            "failed_steps": counts("step"), "failure_kinds": counts("error_kind"),
             "triples": n_triples,
             "invalid_triples_dropped": int(status["n_invalid_triples"].sum()),
             "duplicate_triples_dropped": int(status["n_duplicate_triples"].sum()),

@@ -93,9 +93,12 @@ def build_prop_index(corpus: pd.DataFrame, props: pd.DataFrame, entities: pd.Dat
     link = (sp.identity(len(names), format="csr") + strong).tocsr()
     link.eliminate_zeros()
     texts = [" ".join(str(t).split()) for t in props["text"]]
-    passages = [params.passage_format.format(title=t, text=x) for t, x in zip(corpus["title"], corpus["text"])]
-    return PropIndex(graph, props["prop_id"].to_numpy(object), texts, owner,
-                     encode(texts, "propositions"), A, A.T.tocsr(), link,
+    H = encode(texts, "propositions")
+    if H.shape[0] != len(texts):
+        raise ValueError(f"{H.shape[0]} embeddings for {len(texts)} propositions")
+    passages = [params.passage_format.format(title=t, text=x)
+                for t, x in zip(corpus["title"], corpus["text"])]
+    return PropIndex(graph, props["prop_id"].to_numpy(object), texts, owner, H, A, A.T.tocsr(), link,
                      encode(passages, "passages"),
                      PPR(graph.W, params.ppr_backend, params.ppr_tol, params.ppr_max_iter))
 

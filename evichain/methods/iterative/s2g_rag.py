@@ -109,9 +109,11 @@ class S2GRAG:
 
     def run(self, client: LLMClient, question_id: str, question: str) -> Outcome:
         ep = Episode(question_id, question, client)
-        ctx, sentences = EvidenceContext(), {}
+        ctx = EvidenceContext()
+        sentences: dict[int, list[str]] = {}
         gaps: list[GapItem] = []
-        query, judged = question, []
+        query = question
+        judged: list[str] = []
         for turn in range(1, self.params.max_turns + 1):
             ep.n_steps = turn
             if not self._select(ep, ctx, sentences, query, gaps, turn):

@@ -1,0 +1,111 @@
+"""The iterative flow (one Prefect task per question) for every method, a warm re-run with no
+LLM calls and identical tables, BM25 as the per-step retriever, and the DVC stage's outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from evichain.config import BM25Params, EmbedParams, LLMParams, OrchestrationParams
+from evichain.io import read_json, read_parquet, write_parquet
+from evichain.llm.scripted import set_responder
+from evichain.methods.iterative.common import EVIDENCE_COLUMNS
+from evichain.methods.iterative.params import METHODS, IterativeParams
+from evichain.paths import DatasetPaths
+from tests.test_iterative_methods import QUESTION, corpus, index_tables
+
+QUESTIONS = pd.DataFrame({"question_id": ["q1", "q2"], "question": [QUESTION, "Where is Erstein?"],
+                          "gold_passage_ids": [["d0", "d1"], ["d4"]]})
+
+
+def respond(messages: list[dict[str, Any]], model: str) -> str:
+    """A well-behaved scripted model for every prompt of the four methods."""
+    system = messages[0]["content"]
+    data = json.loads(messages[1]["content"])
+    if system.startswith("Answer the question using only"):
+        return json.dumps({"answer": data["evidence"][0]["title"]})
+    if system.startswith("You are the one-sentence"):
+        return json.dumps({"reasoning_step": "So the answer is: 851.", "answer": "851"})
+    if system.startswith("You answer a multi-hop question by self-ask"):
+        if data["steps"]:
+            return json.dumps({"follow_up_needed": False, "follow_up": None, "final_answer": "851"})
+        return json.dumps({"follow_up_needed": True, "follow_up": data["question"], "final_answer": None})
+    if system.startswith("You are a sentence-level"):
+        return json.dumps({"evidence_global_ids": [1]})
+    if system.startswith("You are a QA/RAG"):
+        return json.dumps({"sufficient": True, "gap_items": []})
+    if system.startswith("Read the retrieved passages"):
+        return json.dumps({"proximal_triples": [["Lothair II", "son of", "Ermengarde of Tours"]]})
+    if system.startswith("Update a compact memory"):
+        return json.dumps({"gist_triples": [["Ermengarde of Tours", "died on", "20 March 851"]]})
+    if system.startswith("Judge whether"):
+        return json.dumps({"answerable": True, "next_query": None})
+    raise AssertionError(f"unexpected prompt {system[:50]!r}")
+
+
+def write_dataset(root: Path) -> DatasetPaths:
+    paths = DatasetPaths("toy", root=root)
+    props, entities, incidence = index_tables()
+    for table, path in ((corpus(), paths.corpus), (QUESTIONS, paths.questions),
+                        (props.sample(frac=1.0, random_state=1), paths.index_file("propositions.parquet")),
+                        (entities, paths.index_file("entities.parquet")),
+                        (incidence, paths.index_file("incidence.parquet"))):
+        write_parquet(table, path)
+    return paths
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_flow_tables_for_every_method(tmp_path: Path, method: str) -> None:
+    from flows.iterative import iterative_flow
+
+    paths = write_dataset(tmp_path / "artifacts")
+    args = (paths, method, IterativeParams(), LLMParams(model="scripted/flow", backoff_base_s=0.0),
+            EmbedParams(), BM25Params(), OrchestrationParams(max_workers=2))
+    set_responder(respond)
+    first = iterative_flow(*args)
+    assert list(first.run.columns) == ["question_id", "rank", "passage_id", "score"]
+    assert list(first.evidence.columns) == EVIDENCE_COLUMNS
+    assert sorted(first.trace["question_id"]) == ["q1", "q2"]
+    assert set(first.evidence["question_id"]) == {"q1", "q2"}
+    s = first.summary
+    assert s["questions"] == 2 and s["stop_reasons"]["answered"] == 2 and s["llm_failures"] == 0
+    assert s["llm_usage"]["calls"] == first.trace["n_llm_calls"].sum() > 0
+    assert s["per_question"]["prompt_tokens_mean"] == first.trace["prompt_tokens"].mean()
+    set_responder(lambda m, model: (_ for _ in ()).throw(AssertionError("LLM called on a warm cache")))
+    second = iterative_flow(*args)
+    assert second.summary["llm_usage"]["calls"] == 0
+    pd.testing.assert_frame_equal(first.run, second.run)
+    pd.testing.assert_frame_equal(first.evidence, second.evidence)
+    pd.testing.assert_frame_equal(first.trace, second.trace)             # tokens from the cache too
+
+
+def test_bm25_retriever_and_stage_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from stages.retrieve_iterative import app
+
+    monkeypatch.chdir(tmp_path)
+    write_dataset(Path("artifacts"))
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params["llm"]["model"] = "scripted/stage"
+    params["iterative"] = {"retriever": "bm25", "ircot": {"k": 2}}
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    set_responder(respond)
+    result = CliRunner().invoke(app, ["--dataset", "toy", "--method", "ircot"])
+    assert result.exit_code == 0, result.output
+    paths = DatasetPaths("toy")
+    run, trace, evidence = (read_parquet(p) for p in (paths.run("ircot"), paths.trace("ircot"),
+                                                      paths.evidence("ircot")))
+    usage = read_json(paths.usage("retrieve-ircot"))
+    assert usage["method"] == "ircot" and usage["questions"] == 2 and usage["llm_usage"]["calls"] == 2
+    assert (trace["stop_reason"] == "answered").all() and run.groupby("question_id").size().max() == 2
+    erstein = trace.set_index("question_id").loc["q2", "step_retrieved_ids"]
+    assert list(erstein[0])[0] == "d4"                                   # BM25 on "Erstein"
+    assert evidence["position"].tolist() == [1, 2] * 2
+    bad = CliRunner().invoke(app, ["--dataset", "toy", "--method", "flare"])
+    assert bad.exit_code == 2
