@@ -32,8 +32,8 @@ class DemoParams(Section):
     """The bundled ``demo`` dataset: a real slice of 2Wiki (first reliable questions)."""
 
     source: Literal["2wiki"] = "2wiki"
-    n_questions: int = Field(5, ge=1, le=1000)
-    max_passages: int = Field(18, ge=2, le=1000)
+    n_questions: int = Field(4, ge=1, le=1000)
+    max_passages: int = Field(14, ge=2, le=1000)
     max_distractor_words: int | None = Field(150, ge=1)
 
 
