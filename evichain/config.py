@@ -35,6 +35,7 @@ class DemoParams(Section):
     n_questions: int = Field(4, ge=1, le=1000)
     max_passages: int = Field(14, ge=2, le=1000)
     max_distractor_words: int | None = Field(150, ge=1)
+    max_gold_words: int | None = Field(200, ge=1)
 
 
 class MedicalChunking(Section):

@@ -25,7 +25,8 @@ Converter = Callable[[Path, DataParams], Tables]
 
 _CONVERTERS: dict[str, tuple[tuple[str, ...], Converter]] = {
     "demo": (demo.FILES, lambda d, p: demo.convert(d, p.demo.n_questions, p.demo.max_passages,
-                                                    p.demo.max_distractor_words)),
+                                                    p.demo.max_distractor_words,
+                                                    p.demo.max_gold_words)),
     "2wiki": (twowiki.FILES, lambda d, p: twowiki.convert(d)),
     "musique": (musique.FILES, lambda d, p: musique.convert(d)),
     "hotpotqa": (hotpotqa.FILES, lambda d, p: hotpotqa.convert(d)),
