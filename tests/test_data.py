@@ -429,3 +429,12 @@ def test_real_data_counts() -> None:
     corpus, questions = prepare_dataset("demo", REPO_DATA, params)
     assert len(corpus) <= demo.MAX_PASSAGES and len(questions) == params.demo.n_questions
     assert len(medical.balanced_subset_ids(REPO_DATA)) == 100
+
+
+def test_demo_length_caps_pick_short_questions_and_distractors(tmp_path: Path) -> None:
+    _twowiki_fixture(tmp_path)
+    corpus, questions = demo.convert(tmp_path, n_questions=1, max_gold_words=4, max_distractor_words=2)
+    assert questions["question_id"].tolist() == ["q3"]  # q1's gold "Alpha Film" has 8 words
+    assert "Alpha Film" not in corpus["title"].tolist()  # an 8-word distractor is too long
+    with pytest.raises(ValueError, match="asked for 2 questions"):
+        demo.convert(tmp_path, n_questions=2, max_gold_words=4)
