@@ -89,9 +89,10 @@ def _deterministic_runs() -> None:
 def _replayed_runs(cache: Path) -> None:
     from stages import canonicalize_entities, evaluate, extract_propositions, read, retrieve_evireform
 
-    os.environ["EVICHAIN_LLM_CACHE"] = str(cache)
-    os.environ["EVICHAIN_LLM_REPLAY"] = "1"
-    os.environ["EVICHAIN_CHECKPOINT_DIR"] = str(cache.parent / "checkpoints")
+    keys = ("EVICHAIN_LLM_CACHE", "EVICHAIN_LLM_REPLAY", "EVICHAIN_CHECKPOINT_DIR")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update({"EVICHAIN_LLM_CACHE": str(cache), "EVICHAIN_LLM_REPLAY": "1",
+                       "EVICHAIN_CHECKPOINT_DIR": str(cache.parent / "checkpoints")})
     try:
         _stage(extract_propositions.main, dataset="demo")
         _stage(canonicalize_entities.main, dataset="demo")
@@ -102,7 +103,11 @@ def _replayed_runs(cache: Path) -> None:
             _stage(read.main, dataset="demo", method=method, evidence=False)
             _stage(evaluate.main, dataset="demo", method=method, kind="qa")
     finally:
-        os.environ.pop("EVICHAIN_LLM_REPLAY", None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _metrics(dataset: str, name: str) -> dict[str, float]:

@@ -245,8 +245,12 @@ def extraction_cache_keys(texts: Sequence[str], llm: dict[str, Any] | None = Non
     from evichain.methods.evireform.prompts import EXTRACT, paragraph_literal
     from scripts.drills.responder import ident_of
 
+    from evichain.methods.evireform.params import IndexParams
+
     params = LLMParams(**{"model": "scripted/drill", "backoff_base_s": 0.0, "backoff_max_s": 0.0,
                           "max_retries": 2, **(llm or {})})
+    # extraction calls use the extraction output budget (evireform.index.max_tokens)
+    params = params.model_copy(update={"max_tokens": IndexParams().max_tokens})
     sampling = LLMClient.sampling(SimpleNamespace(params=params))  # type: ignore[arg-type]
     return {ident_of(t): cache_key(model=params.model,
                                    messages=EXTRACT.messages(paragraph=paragraph_literal(t)),
