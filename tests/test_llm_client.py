@@ -169,3 +169,17 @@ def test_two_processes_write_the_cache_at_once(tmp_path: Path) -> None:
     cache = LLMCache(path)
     assert cache.count() == 450
     assert json.loads(cache.get("k299").content) == {"i": 299}
+
+
+def test_grammar_safe_drops_long_string_bounds_only() -> None:
+    from evichain.llm.client import grammar_safe
+
+    schema = {"type": "object", "properties": {
+        "passage": {"type": "string", "minLength": 1, "maxLength": 1500},
+        "ids": {"type": "array", "maxItems": 12, "items": {"type": "string", "maxLength": 8}}}}
+    safe = grammar_safe(schema)
+    assert "maxLength" not in safe["properties"]["passage"]
+    assert safe["properties"]["passage"]["minLength"] == 1
+    assert safe["properties"]["ids"]["maxItems"] == 12
+    assert safe["properties"]["ids"]["items"]["maxLength"] == 8
+    assert schema["properties"]["passage"]["maxLength"] == 1500  # the input is not modified

@@ -351,9 +351,31 @@ def _response_format(json_mode: str, prompt: Prompt[Any], style: str) -> dict[st
     schema = prompt.json_schema()
     if style == "llama_cpp":
         # llama-cpp-python's server takes the schema inside json_object (it rejects json_schema)
-        return {"response_format": {"type": "json_object", "schema": schema}}
+        return {"response_format": {"type": "json_object", "schema": grammar_safe(schema)}}
     return {"response_format": {"type": "json_schema",
                                 "json_schema": {"name": prompt.name, "schema": schema}}}
+
+
+GRAMMAR_MAX_REPEAT = 64
+
+
+def grammar_safe(schema: Any) -> Any:
+    """``schema`` without string length bounds above :data:`GRAMMAR_MAX_REPEAT` characters.
+
+    llama.cpp turns ``maxLength: n`` into n nested grammar rules and refuses (then fails the
+    request) beyond a few hundred ("number of rules that are going to be repeated ... exceeds
+    sane defaults"). The bound is dropped from the grammar only: the pydantic schema still
+    validates the answer and ``llm.max_tokens`` still ends it.
+    """
+    if isinstance(schema, list):
+        return [grammar_safe(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: grammar_safe(v) for k, v in schema.items()}
+    for key in ("maxLength", "minLength"):
+        if isinstance(out.get(key), int) and out[key] > GRAMMAR_MAX_REPEAT:
+            del out[key]
+    return out
 
 
 def _raise_fault(fault: str | None, model: str) -> None:
