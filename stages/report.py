@@ -96,7 +96,7 @@ def _not_run(params: object) -> list[str]:
     if offline_weights_available(model):
         return []
     return [f"`cross_encoder` (`{model}`, rerank over the dense top "
-            f"{params.rerank.pool_size}): not run: no offline weights"]  # type: ignore[attr-defined]
+            f"{params.rerank.pool_size}): no offline weights"]  # type: ignore[attr-defined]
 
 
 def _header() -> str:
