@@ -37,7 +37,8 @@ def main(dataset: list[str] = typer.Option(["demo"]), method: list[str] = typer.
     show = json.loads(subprocess.run(["dvc", "exp", "show", "--json"], cwd=ROOT, check=True,
                                      capture_output=True, text=True).stdout)
     table = one_at_a_time(show, SWEPT, [(d, m) for d in dataset for m in method], metric)
-    if table.empty or table.groupby("param")["value"].nunique().max() < 2:
+    table = table[table.groupby("param")["value"].transform("nunique") >= 2]  # swept params only
+    if table.empty:
         raise SystemExit("no one-at-a-time sweep found in `dvc exp show` (see README 'Parameters')")
     paths = ReportPaths()
     write_text(table.to_csv(index=False, lineterminator="\n"), paths.plot_data("sensitivity"))
