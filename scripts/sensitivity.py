@@ -5,8 +5,9 @@ Run the one-at-a-time sweep of the README ("Parameters"), then:
     python scripts/sensitivity.py --dataset demo --method evireform-full [--metric Recall@5]
 
 writes ``reports/plots/sensitivity.csv`` (param, value, dataset, method, metric, score,
-experiment) and ``reports/figures/sensitivity.png`` (one panel per swept parameter, the
-default marked).
+experiment) and ``reports/sensitivity/<metric>.png`` (one panel per swept parameter, the
+default marked). Not under ``reports/figures``: that folder is the ``report`` stage's output
+and DVC clears it before each run.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ def main(dataset: list[str] = typer.Option(["demo"]), method: list[str] = typer.
     paths = ReportPaths()
     write_text(table.to_csv(index=False, lineterminator="\n"), paths.plot_data("sensitivity"))
     defaults = {k: float(v) for k, v in flatten(load_params().model_dump()).items() if k in SWEPT}
+    folder = paths.root / "sensitivity"
     for m in metric:
-        name = "sensitivity" if m == metric[0] else f"sensitivity-{m.replace('@', '')}"
-        sensitivity_figure(table, paths.figure(name), metric=m, defaults=defaults)
-    print(f"{len(table)} sweep points -> {paths.plot_data('sensitivity')}, {paths.figure('sensitivity')}")
+        sensitivity_figure(table, folder / f"{m.replace('@', '')}.png", metric=m, defaults=defaults)
+    print(f"{len(table)} sweep points -> {paths.plot_data('sensitivity')}, {folder}/")
 
 
 if __name__ == "__main__":
