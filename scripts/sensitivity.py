@@ -35,7 +35,7 @@ def main(dataset: list[str] = typer.Option(["demo"]), method: list[str] = typer.
     from evichain.report.figures import sensitivity_figure
     from evichain.report.sensitivity import flatten, one_at_a_time
 
-    show = json.loads(subprocess.run(["dvc", "exp", "show", "--json"], cwd=ROOT, check=True,
+    show = json.loads(subprocess.run(["dvc", "exp", "show", "--json", "-n", "20"], cwd=ROOT, check=True,
                                      capture_output=True, text=True).stdout)
     table = one_at_a_time(show, SWEPT, [(d, m) for d in dataset for m in method], metric)
     table = table[table.groupby("param")["value"].transform("nunique") >= 2]  # swept params only
