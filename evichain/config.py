@@ -82,6 +82,14 @@ class DataParams(Section):
         _only_known(list(v), [d for d in DATASETS if d.endswith("_s")], "sample dataset")
         return v
 
+    def source_of(self, dataset: str) -> str:
+        """The benchmark whose questions ``dataset`` holds: ``demo`` → its source (2wiki), a
+        sample → its ``source``, a full benchmark → itself."""
+        if dataset == "demo":
+            return self.demo.source
+        spec = self.samples.get(dataset)
+        return spec.source if spec is not None else dataset
+
 
 class LocalLLMParams(Section):
     """Settings of the bundled llama-cpp server (used when ``llm.model`` starts with ``local/``)."""
@@ -102,7 +110,12 @@ class FaultParams(Section):
 
 
 class LLMParams(Section):
-    """The one LLM client: any litellm model string, or ``local/<key>`` for the bundled model."""
+    """The one LLM client: any litellm model string, or ``local/<key>`` for the bundled model.
+
+    ``max_failure_rate``: a retrieval stage of an LLM method fails (after writing its tables)
+    when more than this fraction of its LLM requests failed after retries and repair — the
+    method's fallbacks would otherwise be reported as the method.
+    """
 
     model: str = "local/qwen2.5-coder-1.5b-instruct-q4_k_m"
     api_base: str | None = None
@@ -115,6 +128,7 @@ class LLMParams(Section):
     max_retries: int = Field(4, ge=0, le=20)
     backoff_base_s: float = Field(1.0, ge=0.0)
     backoff_max_s: float = Field(60.0, ge=0.0)
+    max_failure_rate: float = Field(0.2, ge=0.0, le=1.0)
     concurrency: int = Field(1, ge=1, le=256)
     json_mode: Literal["schema", "json_object", "none"] = "schema"
     local: LocalLLMParams = LocalLLMParams()

@@ -109,11 +109,12 @@ def run_stage(name: str, body: Callable[[], dict[str, Any] | None]) -> None:
 
 
 def write_method_outputs(dataset: str, method: str, variant: str, usage_name: str,
-                         out: Any) -> dict[str, Any]:
+                         out: Any, max_failure_rate: float) -> dict[str, Any]:
     """Write an LLM method's run, trace and usage summary; return the summary.
 
     ``out`` has ``run``, ``trace`` and ``summary`` (a flow's retrieval output). Rows are
-    sorted so an unchanged re-run writes the same bytes.
+    sorted so an unchanged re-run writes the same bytes. Then the stage fails if more than
+    ``max_failure_rate`` (``llm.max_failure_rate``) of its LLM requests failed.
     """
     from evichain.io import write_json, write_parquet
     from evichain.paths import DatasetPaths
@@ -125,7 +126,23 @@ def write_method_outputs(dataset: str, method: str, variant: str, usage_name: st
     write_parquet(trace, paths.trace(method))
     summary = {"dataset": dataset, "variant": variant, **out.summary}
     write_json(summary, paths.usage(usage_name))
+    usage = summary.get("llm_usage") or {}
+    check_failure_rate(int(usage.get("failures", 0)), int(usage.get("requests", 0)),
+                       max_failure_rate, key="llm.max_failure_rate", what="LLM requests",
+                       see=paths.usage(usage_name))
     return summary
+
+
+def check_failure_rate(failed: int, total: int, limit: float, *, key: str, what: str,
+                       see: Path | str) -> None:
+    """Fail the stage when ``failed / total > limit`` (the ``key`` param); call it *after*
+    writing the stage's tables, so the status rows of a failed run are kept and a resumed
+    run repeats nothing. A result made mostly of failures or their fallbacks must not pass
+    for the method's.
+    """
+    if failed > limit * max(1, total):
+        raise RuntimeError(f"{failed} of {total} {what} failed ({failed / max(1, total):.1%} > "
+                           f"{key} {limit:.1%}); see {see}")
 
 
 def ensure_parent(path: Path) -> Path:

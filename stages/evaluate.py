@@ -59,7 +59,8 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         per_q.attrs = attrs
         name = method if kind == "retrieval" else f"qa-{method}"
         write_parquet(per_q.sort_values("question_id").reset_index(drop=True), paths.per_question(name))
-        reliable_only = params.evaluate.twowiki_reliable_only and dataset in ("2wiki", "2wiki_s", "demo")
+        reliable_only = (params.evaluate.twowiki_reliable_only
+                         and params.data.source_of(dataset) == "2wiki")
         summary = summarize(per_q, dataset, method, reliable_only)
         if kind == "retrieval" and paths.trace(method).exists():  # LLM retrieval methods
             from evichain.metrics.cost import tokens_per_question

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from stages._common import run_stage
+from stages._common import check_failure_rate, run_stage
 
 app = typer.Typer(add_completion=False)
 
@@ -49,10 +49,9 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
                     "questions": summary["questions"], "judge_failed": summary["judge_failed"]},
                    paths.usage(f"evaluate_medical-{method}"))
         judged = summary["questions"] - summary["answer_failed"]
-        if summary["judge_failed"] > medical.max_failure_rate * max(1, judged):
-            raise RuntimeError(f"{summary['judge_failed']}/{judged} judgements failed (> "
-                               f"medical_qa.max_failure_rate={medical.max_failure_rate}); see "
-                               f"{paths.per_question(name)}")
+        check_failure_rate(summary["judge_failed"], judged, medical.max_failure_rate,
+                           key="medical_qa.max_failure_rate", what="judgements",
+                           see=paths.per_question(name))
         return {"dataset": dataset, "method": method, "questions": summary["questions"],
                 "ACC": summary["ACC"], "judge_model": judge.model}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from stages._common import run_stage
+from stages._common import check_failure_rate, run_stage
 
 app = typer.Typer(add_completion=False)
 
@@ -36,11 +36,9 @@ def main(dataset: str = typer.Option(...),
         write_parquet(out.status, paths.index_file("extraction_status.parquet"))
         summary = {"dataset": dataset, **out.summary}
         write_json(summary, paths.usage("extract_propositions"))
-        if out.summary["failure_rate"] > index.max_failure_rate:
-            raise RuntimeError(f"{out.summary['failed']} of {out.summary['passages']} passages "
-                               f"failed extraction ({out.summary['failure_rate']:.1%} > "
-                               f"evireform.index.max_failure_rate {index.max_failure_rate:.1%}); "
-                               f"see {paths.index_file('extraction_status.parquet')}")
+        check_failure_rate(out.summary["failed"], out.summary["passages"], index.max_failure_rate,
+                           key="evireform.index.max_failure_rate", what="passage extractions",
+                           see=paths.index_file("extraction_status.parquet"))
         return {k: summary[k] for k in ("dataset", "extractor", "passages", "ok", "failed",
                                         "fallback_sentences", "propositions")}
 

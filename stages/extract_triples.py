@@ -17,7 +17,7 @@ from pathlib import Path
 
 import typer
 
-from stages._common import run_stage
+from stages._common import check_failure_rate, run_stage
 
 app = typer.Typer(add_completion=False)
 
@@ -40,11 +40,9 @@ def main(dataset: str = typer.Option(...),
         write_parquet(out.status, paths.index_file("openie_status.parquet"))
         summary = {"dataset": dataset, **out.summary}
         write_json(summary, paths.usage("extract_triples"))
-        if out.summary["failure_rate"] > graph.openie_max_failure_rate:
-            raise RuntimeError(f"{out.summary['failed']} of {out.summary['passages']} passages "
-                               f"failed OpenIE ({out.summary['failure_rate']:.1%} > "
-                               f"graph.openie_max_failure_rate {graph.openie_max_failure_rate:.1%}); "
-                               f"see {paths.index_file('openie_status.parquet')}")
+        check_failure_rate(out.summary["failed"], out.summary["passages"],
+                           graph.openie_max_failure_rate, key="graph.openie_max_failure_rate",
+                           what="passage OpenIE calls", see=paths.index_file("openie_status.parquet"))
         return {k: summary[k] for k in ("dataset", "openie", "passages", "ok", "failed", "triples")}
 
     run_stage(f"extract_triples@{dataset}", body)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from stages._common import run_stage
+from stages._common import check_failure_rate, run_stage
 
 app = typer.Typer(add_completion=False)
 
@@ -36,11 +36,9 @@ def main(dataset: str = typer.Option(...),
         write_parquet(out.status, facet_status_path(paths))
         summary = {"dataset": dataset, **out.summary}
         write_json(summary, paths.usage("generate_facets"))
-        limit = params.cee.facets.max_failure_rate
-        if summary["failure_rate"] > limit:
-            raise RuntimeError(f"{summary['pairs_failed']} of {summary['pairs']} pairs failed "
-                               f"({summary['failure_rate']:.1%} > cee.facets.max_failure_rate "
-                               f"{limit:.1%}); see {facet_status_path(paths)}")
+        check_failure_rate(summary["pairs_failed"], summary["pairs"],
+                           params.cee.facets.max_failure_rate, key="cee.facets.max_failure_rate",
+                           what="facet pairs", see=facet_status_path(paths))
         return {k: summary[k] for k in ("dataset", "facet_scope", "targets", "pairs", "pairs_ok",
                                         "pairs_failed", "facets", "resumed_pairs")} | {
             "llm_calls": summary["llm_usage"]["calls"]}

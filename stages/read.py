@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from stages._common import run_stage
+from stages._common import check_failure_rate, run_stage
 
 app = typer.Typer(add_completion=False)
 
@@ -40,9 +40,8 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         write_json({"stage": f"read@{dataset}-{method}", "model": params.llm.model, **usage.as_dict()},
                    paths.usage(f"read-{method}"))
         failed = int((table["status"] != "ok").sum())
-        if failed > params.read.max_failure_rate * max(1, len(table)):
-            raise RuntimeError(f"{failed}/{len(table)} questions failed (> read.max_failure_rate="
-                               f"{params.read.max_failure_rate}); see {paths.qa(method)}")
+        check_failure_rate(failed, len(table), params.read.max_failure_rate,
+                           key="read.max_failure_rate", what="answers", see=paths.qa(method))
         return {"dataset": dataset, "method": method, "questions": len(table), "failed": failed,
                 "llm_calls": usage.calls, "cache_hits": usage.cache_hits}
 

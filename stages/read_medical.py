@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from stages._common import run_stage
+from stages._common import check_failure_rate, run_stage
 
 app = typer.Typer(add_completion=False)
 
@@ -44,9 +44,9 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
                    "completion_tokens": int(table["completion_tokens"].sum()),
                    "llm_usage": usage.as_dict()}
         write_json(summary, paths.usage(f"read_medical-{method}"))
-        if failed > medical.max_failure_rate * max(1, len(table)):
-            raise RuntimeError(f"{failed}/{len(table)} questions failed (> medical_qa.max_failure_rate="
-                               f"{medical.max_failure_rate}); see {paths.qa(f'medqa-{method}')}")
+        check_failure_rate(failed, len(table), medical.max_failure_rate,
+                           key="medical_qa.max_failure_rate", what="answers",
+                           see=paths.qa(f"medqa-{method}"))
         return {k: summary[k] for k in ("dataset", "method", "questions", "failed", "idk")}
 
     run_stage(f"read_medical@{dataset}-{method}", body)

@@ -36,7 +36,8 @@ def main(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
         out = run_retrieval(paths, settings, params.llm, params.embed, orch=params.orchestration,
                             stage=f"retrieve_cee-{variant}")
         method = f"cee-{variant}"
-        summary = write_method_outputs(dataset, method, variant, f"retrieve_cee-{variant}", out)
+        summary = write_method_outputs(dataset, method, variant, f"retrieve_cee-{variant}", out,
+                                       params.llm.max_failure_rate)
         return {"dataset": dataset, "method": method, "questions": summary["questions"],
                 "mean_pool_size": summary["mean_pool_size"],
                 "llm_calls": summary["llm_usage"].get("calls", 0),

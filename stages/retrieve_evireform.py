@@ -35,7 +35,8 @@ def main(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
         out = run_retrieval(paths, settings, params.llm, params.embed, orch=params.orchestration,
                             stage=f"retrieve_evireform-{variant}")
         method = f"evireform-{variant}"
-        summary = write_method_outputs(dataset, method, variant, f"retrieve_evireform-{variant}", out)
+        summary = write_method_outputs(dataset, method, variant, f"retrieve_evireform-{variant}", out,
+                                       params.llm.max_failure_rate)
         return {"dataset": dataset, "method": method, "questions": summary["questions"],
                 "llm_calls": summary["llm_usage"].get("calls", 0),
                 "selection_fallbacks": summary["selection_fallbacks"],

@@ -33,7 +33,8 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         out = run_expansion(DatasetPaths(dataset), method, params.expansion, params.retrieval,
                             params.llm, params.embed, orch=params.orchestration,
                             stage=f"retrieve_expansion-{method}")
-        summary = write_method_outputs(dataset, method, method, f"retrieve-{method}", out)
+        summary = write_method_outputs(dataset, method, method, f"retrieve-{method}", out,
+                                       params.llm.max_failure_rate)
         return {"dataset": dataset, "method": method, "questions": summary["questions"],
                 "status": summary["status"], "fallbacks": summary["fallbacks"],
                 "generations_failed": summary["generations_failed"],

@@ -36,7 +36,8 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         params = load_params(params_file)
         out = run_retrieval(DatasetPaths(dataset), params.graph, method, params.llm, params.embed,
                             orch=params.orchestration, stage=f"retrieve-{method}")
-        summary = write_method_outputs(dataset, method, method, f"retrieve-{method}", out)
+        summary = write_method_outputs(dataset, method, method, f"retrieve-{method}", out,
+                                       params.llm.max_failure_rate)
         return {"dataset": dataset, "method": method, "questions": summary["questions"],
                 "llm_calls": summary["llm_usage"].get("calls", 0), "fallbacks": summary["fallbacks"],
                 "compute_p50_ms": summary["latency_compute"]["p50_ms"]}

@@ -38,7 +38,8 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         out = run_iterative(paths, method, params.iterative, params.llm, params.embed,
                             params.retrieval.bm25, orch=params.orchestration,
                             stage=f"retrieve-{method}")
-        summary = write_method_outputs(dataset, method, method, f"retrieve-{method}", out)
+        summary = write_method_outputs(dataset, method, method, f"retrieve-{method}", out,
+                                       params.llm.max_failure_rate)
         evidence = out.evidence.sort_values(["question_id", "position"], kind="stable")
         write_parquet(evidence.reset_index(drop=True), paths.evidence(method))
         return {"dataset": dataset, "method": method, "questions": summary["questions"],

@@ -33,7 +33,8 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option("listwise"
         out = run_rerank(DatasetPaths(dataset), method, params.rerank, params.retrieval.dense,
                          params.embed, params.llm, orch=params.orchestration,
                          stage=f"retrieve_rerank-{method}")
-        summary = write_method_outputs(dataset, name, method, f"retrieve-{name}", out)
+        summary = write_method_outputs(dataset, name, method, f"retrieve-{name}", out,
+                                       params.llm.max_failure_rate)
         return {"dataset": dataset, "method": name, "questions": summary["questions"],
                 "status": summary["status"], "fallbacks": summary["fallbacks"],
                 "pool_source": summary["pool_source"],

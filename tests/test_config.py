@@ -38,3 +38,9 @@ def test_missing_and_malformed_file(tmp_path: Path) -> None:
     bad.write_text("datasets: [demo\n")
     with pytest.raises(ParamsError, match="not valid YAML"):
         load_params(bad)
+
+
+def test_source_of_a_dataset() -> None:
+    data = load_params(ROOT / "params.yaml").data
+    assert [data.source_of(d) for d in ("demo", "2wiki_s", "hotpotqa_s", "medical_s", "musique")] == \
+        ["2wiki", "2wiki", "hotpotqa", "medical", "musique"]

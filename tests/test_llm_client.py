@@ -123,6 +123,15 @@ def test_invalid_twice_is_failure_and_never_cached(tmp_path: Path) -> None:
     assert isinstance(again, LLMSuccess) and not again.cached
 
 
+def test_requests_count_hits_successes_and_failures_once(tmp_path: Path) -> None:
+    set_responder(Script('{"answer": "Paris"}', '{"answer": "Pa', "still not json"))
+    c = client(tmp_path)
+    results = [c.call(QA, q="a"), c.call(QA, q="a"), c.call(QA, q="b")]
+    assert [type(r).__name__ for r in results] == ["LLMSuccess", "LLMSuccess", "LLMFailure"]
+    assert (c.usage.requests, c.usage.cache_hits, c.usage.failures, c.usage.repairs) == (3, 1, 1, 1)
+    assert c.usage.calls == 3                                # model calls: 1 + (1 and its repair)
+
+
 def test_caller_check_rejects_out_of_schema_values(tmp_path: Path) -> None:
     set_responder(Script('{"answer": "Berlin"}', '{"answer": "Berlin"}'))
 

@@ -309,8 +309,10 @@ class LLMClient:
         return failure
 
     def _count(self, usage: Usage) -> None:
+        """Add one finished request's usage to the client's total (exactly once per call)."""
         with self._usage_lock:
             self.usage.add(usage)
+            self.usage.requests += 1
 
 
 # ---------------------------------------------------------------------- helpers

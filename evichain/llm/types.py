@@ -62,8 +62,13 @@ def _as_text(value: Any) -> str:
 
 @dataclass
 class Usage:
-    """Token and cost counters (summed over calls; cache hits cost nothing)."""
+    """Token and cost counters (summed over calls; cache hits cost nothing).
 
+    ``requests`` counts logical requests (one per ``LLMClient.call``: a cache hit, a success
+    or a failure) on a client's running total; ``calls`` counts model calls, repairs included.
+    """
+
+    requests: int = 0
     calls: int = 0
     cache_hits: int = 0
     failures: int = 0
