@@ -65,9 +65,15 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         if kind == "retrieval" and paths.trace(method).exists():  # LLM retrieval methods
             from evichain.metrics.cost import tokens_per_question
 
-            spent = tokens_per_question(read_parquet(paths.trace(method)))
+            trace = read_parquet(paths.trace(method))
+            spent = tokens_per_question(trace)
             if spent is not None:
                 summary["retrieval_tokens_per_question"] = spent
+            if {"c0_gold", "cplus_gold"} <= set(trace.columns):  # EviReform: Tables A.3/A.4
+                from evichain.report.ablations import pool_analysis
+
+                evaluated = per_q[per_q["gold_reliable"]] if reliable_only else per_q
+                summary["pool_analysis"] = pool_analysis(trace, evaluated["question_id"])
         if kind == "qa":  # tokens each answer needed (the same whether it came from the cache)
             answers = read_parquet(paths.qa(method))
             tokens = answers["prompt_tokens"] + answers["completion_tokens"]

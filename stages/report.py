@@ -83,8 +83,10 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     if not all_boot.empty and (all_boot["kind"] == "difference").any():
         paired_difference_figure(all_boot, reports.figure("paired_differences"))
         figures = [*figures, "figures/paired_differences.png"]
-    write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p)),
-               reports.root / "README.md")
+    sections = mr.method_sections(metrics, Path("artifacts/eval"), p.datasets,  # type: ignore[attr-defined]
+                                  p.report.bootstrap_resamples)  # type: ignore[attr-defined]
+    write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
+                         sections), reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}  # type: ignore[attr-defined]
 
 

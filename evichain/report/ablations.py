@@ -1,0 +1,166 @@
+"""Method analyses of the report: EviReform's 2×2 ablation and pool coverage, CEE's ablation.
+
+* EviReform (paper §5.2, Table 3 / A.2): reformulation × propagation — ``base`` (neither),
+  ``prop_only``, ``reform_only``, ``full`` — as point values, then each contrast
+  ``mean(a − b)`` of two cells with a paired bootstrap 95% CI over the questions both were
+  evaluated on (:func:`evichain.metrics.bootstrap.paired_difference_ci`; one index matrix per
+  dataset and metric, seed :func:`~evichain.metrics.bootstrap.seed_for`).
+* EviReform pools (Appendix A.3, Tables A.3 / A.4): :func:`pool_analysis` summarises one
+  variant's trace in the evaluate stage (coverage of C₀ and C₊, transitions of pools that miss
+  gold, selection survival, tokens per question for selection and reformulation); the report
+  prints it from the metrics JSON.
+* CEE (paper Table 2): full and each ablation (w/o coverage-aware final ranking, w/o
+  contrastive refinement, w/o sequential exploration) with R@10 / nDCG@10 / FSR@10 (= Chain@10)
+  and the main table's R@5 / MAP@10.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from evichain.metrics.bootstrap import aligned_values, paired_difference_ci, resample_indices, seed_for
+from evichain.methods.evireform.coverage import (coverage_table, selection_table, token_table,
+                                                 transition_table)
+
+Json = Mapping[str, Any]
+
+# (method, reformulation, propagation): the cells of the 2×2.
+EVIREFORM_CELLS: tuple[tuple[str, bool, bool], ...] = (
+    ("evireform-base", False, False), ("evireform-prop_only", False, True),
+    ("evireform-reform_only", True, False), ("evireform-full", True, True))
+
+# (contrast, a, b): the effect of one component with the other held fixed, and of both.
+EVIREFORM_CONTRASTS: tuple[tuple[str, str, str], ...] = (
+    ("reformulation, propagation off", "evireform-reform_only", "evireform-base"),
+    ("reformulation, propagation on", "evireform-full", "evireform-prop_only"),
+    ("propagation, reformulation off", "evireform-prop_only", "evireform-base"),
+    ("propagation, reformulation on", "evireform-full", "evireform-reform_only"),
+    ("both (full - base)", "evireform-full", "evireform-base"))
+
+EVIREFORM_METRICS: tuple[str, ...] = ("Recall@2", "Recall@5", "Chain@5")
+
+CEE_ROWS: tuple[tuple[str, str], ...] = (
+    ("cee-full", "CEE (full)"), ("cee-no_coverage", "w/o coverage-aware final ranking"),
+    ("cee-no_contrastive", "w/o contrastive refinement"),
+    ("cee-no_sequential", "w/o sequential exploration"))
+
+CEE_METRICS: tuple[str, ...] = ("Recall@10", "nDCG@10", "Chain@10", "Recall@5", "MAP@10")
+
+
+def pool_analysis(traces: pd.DataFrame, question_ids: Iterable[str] | None = None) -> dict[str, Any]:
+    """Tables A.3 / A.4, selection survival and tokens of one EviReform trace, as JSON.
+
+    ``question_ids`` restricts every table to the evaluated questions (2Wiki: gold-reliable).
+    """
+    ids = None if question_ids is None else set(map(str, question_ids))
+    kept = traces if ids is None else traces[traces["question_id"].astype(str).isin(ids)]
+    return {"questions": len(kept),
+            "coverage": coverage_table(kept).to_dict("records"),
+            "transitions": transition_table(kept).to_dict("records")[0],
+            "selection": selection_table(kept).to_dict("records")[0],
+            "tokens": token_table(kept).to_dict("records")[0]}
+
+
+def evireform_ablation(metrics: Mapping[str, Json],
+                       columns: Sequence[str] = EVIREFORM_METRICS) -> pd.DataFrame:
+    """The 2×2 (Table 3 shape) from one dataset's metrics JSON; percentages; empty if no cell ran."""
+    rows = [{"Reformulation": "✓" if reform else "✗", "Propagation": "✓" if prop else "✗",
+             "method": method, "n": metrics[method].get("n_questions"),
+             **{c: _pct(metrics[method].get(c)) for c in columns}}
+            for method, reform, prop in EVIREFORM_CELLS if method in metrics]
+    return pd.DataFrame(rows)
+
+
+def evireform_contrasts(per_q: Mapping[str, pd.DataFrame], dataset: str,
+                        columns: Sequence[str] = EVIREFORM_METRICS,
+                        n_resamples: int = 10_000) -> pd.DataFrame:
+    """Each contrast ``a − b`` in points with its paired 95% bootstrap CI (both cells needed)."""
+    rows = []
+    for metric in columns:
+        matrix = aligned_values({m: per_q[m] for m, _, _ in EVIREFORM_CELLS if m in per_q}, metric)
+        if matrix.empty:
+            continue
+        indices = resample_indices(len(matrix), n_resamples, seed_for(dataset, metric))
+        for name, a, b in EVIREFORM_CONTRASTS:
+            if a in matrix.columns and b in matrix.columns:
+                ci = paired_difference_ci(matrix[a].to_numpy(), matrix[b].to_numpy(), indices=indices)
+                rows.append({"metric": metric, "contrast": name, "a": a, "b": b, "n": len(matrix),
+                             "difference": _pct(ci.mean), "ci_low": _pct(ci.low),
+                             "ci_high": _pct(ci.high)})
+    return pd.DataFrame(rows)
+
+
+def evireform_section(dataset: str, metrics: Mapping[str, Json],
+                      per_q: Mapping[str, pd.DataFrame], n_resamples: int) -> str:
+    """Markdown of the 2×2, its contrasts and the pool analyses of one dataset ('' if not run)."""
+    table = evireform_ablation(metrics)
+    if table.empty:
+        return ""
+    parts = ["Reformulation × propagation (EviReform Table 3 shape; percentages):", "",
+             _markdown(table), ""]
+    contrasts = evireform_contrasts(per_q, dataset, n_resamples=n_resamples)
+    if not contrasts.empty:
+        shown = contrasts.assign(**{"difference [95% CI]": [
+            f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in
+            zip(contrasts["difference"], contrasts["ci_low"], contrasts["ci_high"])]})
+        parts += ["Contrasts (points; paired bootstrap over the questions every cell answered, "
+                  f"{n_resamples:,} resamples):", "",
+                  _markdown(shown[["metric", "contrast", "n", "difference [95% CI]"]]), ""]
+    parts += _pool_tables(metrics)
+    return "\n".join(parts)
+
+
+def _pool_tables(metrics: Mapping[str, Json]) -> list[str]:
+    coverage, transitions, selection, tokens = [], [], [], []
+    for method, _, _ in EVIREFORM_CELLS:
+        pools = metrics.get(method, {}).get("pool_analysis")
+        if not pools:
+            continue
+        coverage += [{"method": method, **row} for row in pools["coverage"]]
+        transitions.append({"method": method, **pools["transitions"]})
+        selection.append({"method": method, **pools["selection"]})
+        tokens.append({"method": method, **pools["tokens"]})
+    if not coverage:
+        return []
+    return ["Pool coverage (Table A.3 shape): C0 = first 20 distinct source passages of the "
+            "top-100 propositions, C+ = C0 + passages of residual-retrieved propositions; gold "
+            "coverage = mean |G ∩ C| / |G|, complete chain = share with G ⊆ C (percent):", "",
+            _markdown(pd.DataFrame(coverage)), "",
+            "Pools that miss gold (Table A.4 shape):", "", _markdown(pd.DataFrame(transitions)), "",
+            "Selection survival (percent of gold passages; fallbacks percent of questions):", "",
+            _markdown(pd.DataFrame(selection)), "",
+            "LLM tokens per question (selection, reformulation, reorder judge):", "",
+            _markdown(pd.DataFrame(tokens)), ""]
+
+
+def cee_ablation(metrics: Mapping[str, Json], columns: Sequence[str] = CEE_METRICS) -> pd.DataFrame:
+    """CEE and its ablations (paper Table 2 shape; Chain@10 = FSR@10); empty if none ran."""
+    rows = [{"variant": label, "method": method, "n": metrics[method].get("n_questions"),
+             **{c: _pct(metrics[method].get(c)) for c in columns}}
+            for method, label in CEE_ROWS if method in metrics]
+    return pd.DataFrame(rows)
+
+
+def cee_section(metrics: Mapping[str, Json]) -> str:
+    """Markdown of the CEE ablation table of one dataset ('' if CEE did not run there)."""
+    table = cee_ablation(metrics)
+    if table.empty:
+        return ""
+    return "\n".join(["CEE ablations (paper Table 2 shape; FSR@10 = Chain@10; percentages):", "",
+                      _markdown(table), ""])
+
+
+def _pct(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else round(100.0 * float(value), 2)
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    cols = [str(c) for c in table.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
+    for row in table.itertuples(index=False):
+        lines.append("| " + " | ".join("" if v is None or (isinstance(v, float) and pd.isna(v))
+                                       else str(v) for v in row) + " |")
+    return "\n".join(lines)

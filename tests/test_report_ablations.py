@@ -1,0 +1,91 @@
+"""Report analyses: EviReform 2×2 with paired contrasts, pool analysis from traces, CEE ablations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evichain.metrics.bootstrap import paired_difference_ci, resample_indices, seed_for
+from evichain.report.ablations import (cee_ablation, cee_section, evireform_ablation,
+                                       evireform_contrasts, evireform_section, pool_analysis)
+
+CELLS = {"evireform-base": [0.5, 0.5, 1.0, 0.0], "evireform-prop_only": [0.5, 1.0, 1.0, 0.0],
+         "evireform-reform_only": [1.0, 0.5, 1.0, 0.5], "evireform-full": [1.0, 1.0, 1.0, 0.5]}
+
+
+def _per_q() -> dict[str, pd.DataFrame]:
+    return {m: pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "Recall@5": v})
+            for m, v in CELLS.items()}
+
+
+def _metrics() -> dict[str, dict[str, float]]:
+    return {m: {"Recall@2": float(np.mean(v)), "Recall@5": float(np.mean(v)),
+                "Chain@5": float(np.mean(v)), "n_questions": 4} for m, v in CELLS.items()}
+
+
+def test_two_by_two_cells_in_table_order() -> None:
+    table = evireform_ablation(_metrics(), columns=["Recall@5"])
+    assert table[["Reformulation", "Propagation"]].values.tolist() == [["✗", "✗"], ["✗", "✓"],
+                                                                       ["✓", "✗"], ["✓", "✓"]]
+    assert table["Recall@5"].tolist() == [50.0, 62.5, 75.0, 87.5]
+
+
+def test_contrasts_are_paired_differences_with_the_datasets_resamples() -> None:
+    table = evireform_contrasts(_per_q(), "toy", columns=["Recall@5"], n_resamples=500)
+    row = table.set_index("contrast").loc["reformulation, propagation off"]
+    assert row["difference"] == 25.0 and row["n"] == 4          # mean of (0.5, 0, 0, 0.5)
+    indices = resample_indices(4, 500, seed_for("toy", "Recall@5"))
+    ci = paired_difference_ci(np.array(CELLS["evireform-reform_only"]),
+                              np.array(CELLS["evireform-base"]), indices=indices)
+    assert (row["ci_low"], row["ci_high"]) == (round(100 * ci.low, 2), round(100 * ci.high, 2))
+    both = table.set_index("contrast").loc["both (full - base)"]
+    assert both["difference"] == 37.5
+
+
+def test_contrast_needs_both_cells() -> None:
+    only = {"evireform-base": _per_q()["evireform-base"]}
+    assert evireform_contrasts(only, "toy", columns=["Recall@5"], n_resamples=100).empty
+    assert evireform_section("toy", {}, {}, 100) == ""
+
+
+def _trace() -> pd.DataFrame:
+    return pd.DataFrame({
+        "question_id": ["q1", "q2", "q3"], "n_gold": [2, 2, 2],
+        "c0_gold": [2, 1, 0], "cplus_gold": [2, 2, 0], "c0_complete": [True, False, False],
+        "cplus_complete": [True, True, False], "gold_in_candidates": [2, 1, 1],
+        "gold_selected": [2, 1, 0], "selection_fallback": [False, False, True],
+        "residual_fallback": [False, True, False], "selected_ids": [["a"], ["b", "c"], []],
+        "n_invalid_ids": [0, 1, 0], "sel_prompt_tokens": [100, 200, 300],
+        "sel_completion_tokens": [10, 10, 10], "ref_prompt_tokens": [50, 50, 50],
+        "ref_completion_tokens": [5, 5, 5], "judge_prompt_tokens": [0, 0, 0],
+        "judge_completion_tokens": [0, 0, 0]})
+
+
+def test_pool_analysis_tables_a3_a4_on_the_evaluated_questions() -> None:
+    out = pool_analysis(_trace(), ["q1", "q2"])
+    assert out["questions"] == 2
+    c0, cplus = out["coverage"]
+    assert (c0["gold_coverage"], c0["complete_chain"]) == (75.0, 50.0)
+    assert (cplus["gold_coverage"], cplus["complete_chain"]) == (100.0, 100.0)
+    assert out["transitions"] == {"pools_missing_gold": 1, "became_complete": 1,
+                                  "gained_but_incomplete": 0, "unchanged": 0, "new_gold_passages": 1}
+    assert out["tokens"]["sel_prompt"] == 150.0
+    everything = pool_analysis(_trace())
+    assert everything["transitions"]["unchanged"] == 1 and everything["questions"] == 3
+
+
+def test_section_prints_pools_from_the_metrics_json() -> None:
+    metrics = _metrics()
+    metrics["evireform-full"]["pool_analysis"] = pool_analysis(_trace())
+    md = evireform_section("toy", metrics, _per_q(), 200)
+    assert "| ✓ | ✓ | evireform-full | 4 | 87.5 | 87.5 | 87.5 |" in md
+    assert "Table A.4" in md and "+37.50" in md
+
+
+@pytest.mark.parametrize("present", [["cee-full"], ["cee-full", "cee-no_sequential"]])
+def test_cee_ablation_rows(present: list[str]) -> None:
+    metrics = {m: {"Recall@10": 0.5, "nDCG@10": 0.25, "Chain@10": 0.1, "n_questions": 8} for m in present}
+    table = cee_ablation(metrics)
+    assert table["method"].tolist() == present and table["Chain@10"].tolist() == [10.0] * len(present)
+    assert "FSR@10 = Chain@10" in cee_section(metrics) and cee_section({}) == ""
