@@ -122,7 +122,7 @@ def test_stage_writes_run_trace_and_usage(paths: DatasetPaths, tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     out = run_retrieval(DatasetPaths("toy"), GraphParams(top_k=3), "proprag", LLMParams(), EmbedParams(),
                         orch=OrchestrationParams(max_workers=1), stage="retrieve-proprag")
-    summary = write_method_outputs("toy", "proprag", "proprag", "retrieve-proprag", out)
+    summary = write_method_outputs("toy", "proprag", "proprag", "retrieve-proprag", out, 0.2)
     p = DatasetPaths("toy")
     assert read_parquet(p.run("proprag"))["rank"].tolist() == [1, 2, 3, 1, 2, 3]
     assert len(read_parquet(p.trace("proprag"))) == 2

@@ -197,7 +197,7 @@ CASES: dict[str, Case] = {case.name: case for case in [
     Case("model path without a model", _empty_model_dir, "retrieve", DS + ["--method", "dense"],
          ["empty-model", "embed.model", "no modules.json or config.json"]),
     Case("unreachable LLM endpoint", _unreachable_llm, "read", DS + ["--method", "bm25"],
-         ["2/2 questions failed", "read.max_failure_rate", "qa/bm25.parquet"],
+         ["2 of 2 answers failed", "read.max_failure_rate", "qa/bm25.parquet"],
          env={"EVICHAIN_DRILL_API_KEY": "sk-drill"}),
     Case("missing upstream artifact", _missing_artifact, "retrieve", DS + ["--method", "bm25"],
          ["artifacts/2wiki/corpus.parquet does not exist", "run the stage that produces it"]),
