@@ -24,6 +24,7 @@ import pandas as pd
 from evichain.metrics.bootstrap import aligned_values, paired_difference_ci, resample_indices, seed_for
 from evichain.methods.evireform.coverage import (coverage_table, selection_table, token_table,
                                                  transition_table)
+from evichain.report.tables import ci_text, render_plain_markdown
 
 Json = Mapping[str, Any]
 
@@ -68,8 +69,7 @@ def evireform_ablation(metrics: Mapping[str, Json],
                        columns: Sequence[str] = EVIREFORM_METRICS) -> pd.DataFrame:
     """The 2×2 (Table 3 shape) from one dataset's metrics JSON; percentages; empty if no cell ran."""
     rows = [{"Reformulation": "✓" if reform else "✗", "Propagation": "✓" if prop else "✗",
-             "method": method, "n": metrics[method].get("n_questions"),
-             **{c: _pct(metrics[method].get(c)) for c in columns}}
+             "method": method, **_scores(metrics[method], columns)}
             for method, reform, prop in EVIREFORM_CELLS if method in metrics]
     return pd.DataFrame(rows)
 
@@ -100,15 +100,15 @@ def evireform_section(dataset: str, metrics: Mapping[str, Json],
     if table.empty:
         return ""
     parts = ["Reformulation × propagation (EviReform Table 3 shape; percentages):", "",
-             _markdown(table), ""]
+             render_plain_markdown(table), ""]
     contrasts = evireform_contrasts(per_q, dataset, n_resamples=n_resamples)
     if not contrasts.empty:
         shown = contrasts.assign(**{"difference [95% CI]": [
-            f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in
+            ci_text(d, lo, hi, signed=True) for d, lo, hi in
             zip(contrasts["difference"], contrasts["ci_low"], contrasts["ci_high"])]})
         parts += ["Contrasts (points; paired bootstrap over the questions every cell answered, "
                   f"{n_resamples:,} resamples):", "",
-                  _markdown(shown[["metric", "contrast", "n", "difference [95% CI]"]]), ""]
+                  render_plain_markdown(shown[["metric", "contrast", "n", "difference [95% CI]"]]), ""]
     parts += _pool_tables(metrics)
     return "\n".join(parts)
 
@@ -128,18 +128,17 @@ def _pool_tables(metrics: Mapping[str, Json]) -> list[str]:
     return ["Pool coverage (Table A.3 shape): C0 = first 20 distinct source passages of the "
             "top-100 propositions, C+ = C0 + passages of residual-retrieved propositions; gold "
             "coverage = mean |G ∩ C| / |G|, complete chain = share with G ⊆ C (percent):", "",
-            _markdown(pd.DataFrame(coverage)), "",
-            "Pools that miss gold (Table A.4 shape):", "", _markdown(pd.DataFrame(transitions)), "",
+            render_plain_markdown(pd.DataFrame(coverage)), "",
+            "Pools that miss gold (Table A.4 shape):", "", render_plain_markdown(pd.DataFrame(transitions)), "",
             "Selection survival (percent of gold passages; fallbacks percent of questions):", "",
-            _markdown(pd.DataFrame(selection)), "",
+            render_plain_markdown(pd.DataFrame(selection)), "",
             "LLM tokens per question (selection, reformulation, reorder judge):", "",
-            _markdown(pd.DataFrame(tokens)), ""]
+            render_plain_markdown(pd.DataFrame(tokens)), ""]
 
 
 def cee_ablation(metrics: Mapping[str, Json], columns: Sequence[str] = CEE_METRICS) -> pd.DataFrame:
     """CEE and its ablations (paper Table 2 shape; Chain@10 = FSR@10); empty if none ran."""
-    rows = [{"variant": label, "method": method, "n": metrics[method].get("n_questions"),
-             **{c: _pct(metrics[method].get(c)) for c in columns}}
+    rows = [{"variant": label, "method": method, **_scores(metrics[method], columns)}
             for method, label in CEE_ROWS if method in metrics]
     return pd.DataFrame(rows)
 
@@ -150,17 +149,13 @@ def cee_section(metrics: Mapping[str, Json]) -> str:
     if table.empty:
         return ""
     return "\n".join(["CEE ablations (paper Table 2 shape; FSR@10 = Chain@10; percentages):", "",
-                      _markdown(table), ""])
+                      render_plain_markdown(table), ""])
+
+
+def _scores(metrics: Json, columns: Sequence[str]) -> dict[str, Any]:
+    """``n`` and each metric in percent from one method's metrics JSON."""
+    return {"n": metrics.get("n_questions"), **{c: _pct(metrics.get(c)) for c in columns}}
 
 
 def _pct(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else round(100.0 * float(value), 2)
-
-
-def _markdown(table: pd.DataFrame) -> str:
-    cols = [str(c) for c in table.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
-    for row in table.itertuples(index=False):
-        lines.append("| " + " | ".join("" if v is None or (isinstance(v, float) and pd.isna(v))
-                                       else str(v) for v in row) + " |")
-    return "\n".join(lines)

@@ -16,7 +16,8 @@ import pandas as pd
 from evichain.metrics.bootstrap import bootstrap_table
 from evichain.report.ablations import EVIREFORM_CELLS, cee_section, evireform_section
 from evichain.report.medical import medical_section
-from evichain.report.tables import definitions_markdown, render_bootstrap_markdown, render_markdown
+from evichain.report.tables import (definitions_markdown, render_bootstrap_markdown, render_markdown,
+                                    render_plain_markdown)
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method → metrics JSON
 
@@ -35,9 +36,9 @@ def method_sections(metrics: Metrics, eval_root: Path, datasets: Sequence[str],
         if any(m in found for m, _, _ in EVIREFORM_CELLS):
             md = evireform_section(ds, found, per_question_tables(eval_root / ds), n_resamples)
             sections.append((f"EviReform ablation and pools: {ds}", md))
-        if md := cee_section(found):
-            sections.append((f"CEE ablations: {ds}", md))
-    return [(title, md) for title, md in sections if md]
+        if cee := cee_section(found):
+            sections.append((f"CEE ablations: {ds}", cee))
+    return sections
 
 
 def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -103,7 +104,7 @@ def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Se
                            for m, lo, hi in zip(scores["mean"], scores["ci_low"], scores["ci_high"])])
     table = ci.pivot(index="method", columns="metric", values="ci")
     text = ["Per-method means with 95% bootstrap CIs (questions paired by id; "
-            f"n = {int(scores['n_questions'].max())}):", "", _plain_markdown(table)]
+            f"n = {int(scores['n_questions'].max())}):", "", render_plain_markdown(table, index_name="Method")]
     if (boot["kind"] == "difference").any():
         text += ["", f"Paired difference of `{reference}` against the best other method per metric:",
                  "", render_bootstrap_markdown(boot)]
@@ -128,14 +129,6 @@ def per_question_tables(folder: Path) -> dict[str, pd.DataFrame]:
         part = df[[c for c in cols if c in df.columns]]
         tables[key] = part if key not in tables else tables[key].merge(part, on="question_id", how="outer")
     return tables
-
-
-def _plain_markdown(table: pd.DataFrame) -> str:
-    cols = list(table.columns)
-    lines = ["| Method | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
-    for method, row in table.iterrows():
-        lines.append(f"| {method} | " + " | ".join("" if pd.isna(row[c]) else str(row[c]) for c in cols) + " |")
-    return "\n".join(lines)
 
 
 def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd.DataFrame,

@@ -120,7 +120,28 @@ def render_bootstrap_markdown(
     return _markdown(header, body, align=["---", "---", *["---:"] * len(metrics)])
 
 
+def render_plain_markdown(df: pd.DataFrame, *, index_name: str | None = None) -> str:
+    """Markdown of ``df`` with cells as they are (no scaling, no marks; NaN/None → empty),
+    the index first under ``index_name`` when given; no trailing newline."""
+    cols = [str(c) for c in df.columns]
+    header = ([index_name] if index_name else []) + cols
+    align = (["---"] if index_name else []) + ["---:"] * len(cols)
+    body = [([str(i)] if index_name else []) + ["" if _missing(v) else str(v) for v in row]
+            for i, row in zip(df.index, df.itertuples(index=False), strict=True)]
+    return "\n".join([_row(header), _row(align), *(_row(r) for r in body)])
+
+
+def ci_text(mean: float, low: float, high: float, decimals: int = 2, signed: bool = False) -> str:
+    """``mean [low, high]`` in fixed point (signed: ``+d [+l, +h]``; no "-0.00")."""
+    mid, lo, hi = (_fmt(v, decimals, signed) for v in (mean, low, high))
+    return f"{mid} [{lo}, {hi}]"
+
+
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _display(value: object, percent: bool, decimals: int) -> str | float:
@@ -156,8 +177,7 @@ def _ci_text(rows: pd.DataFrame, metric: str, decimals: int, signed: bool) -> st
     if metric not in rows.index:
         return "N/A"
     r = rows.loc[metric]
-    v = [_fmt(100 * float(r[c]), decimals, signed) for c in ("mean", "ci_low", "ci_high")]
-    return f"{v[0]} [{v[1]}, {v[2]}]"
+    return ci_text(*(100 * float(r[c]) for c in ("mean", "ci_low", "ci_high")), decimals, signed)
 
 
 def _comparator_text(diffs: pd.DataFrame, metric: str, decimals: int) -> str:
