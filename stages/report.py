@@ -86,7 +86,7 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     sections = mr.method_sections(metrics, Path("artifacts/eval"), p.datasets,  # type: ignore[attr-defined]
                                   p.report.bootstrap_resamples)  # type: ignore[attr-defined]
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
-                         sections), reports.root / "README.md")
+                         sections, mr.question_counts(metrics)), reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}  # type: ignore[attr-defined]
 
 
@@ -113,9 +113,17 @@ def _setup(params: object) -> str:
     return (f"Setup: embedder `{p.embed.model}` (L2-normalised, inner product, passages as "  # type: ignore[attr-defined]
             f"`title\\ntext`); BM25 = bm25s {bm25.method} k1={bm25.k1} b={bm25.b}, "
             f"stemmer={bm25.stemmer}; LLM `{p.llm.model}` (temperature {p.llm.temperature}) "  # type: ignore[attr-defined]
-            f"for LLM stages on {', '.join(p.llm_datasets)}; reader = EviReform Listing 4 over the "  # type: ignore[attr-defined]
+            f"for the reader on {', '.join(p.llm_datasets)} and for LLM retrieval methods on "  # type: ignore[attr-defined]
+            f"{', '.join(_llm_retrieval_datasets(p))}; reader = EviReform Listing 4 over the "
             f"top {p.read.context_k} passages; 2Wiki/demo means over gold-reliable questions."  # type: ignore[attr-defined]
             )
+
+
+def _llm_retrieval_datasets(params: object) -> list[str]:
+    """Datasets on which `dvc repro` runs LLM retrieval methods (EviReform, CEE, baselines)."""
+    p = params  # type: ignore[assignment]
+    names = [*p.evireform_datasets, *p.cee_datasets, *p.baseline_datasets]  # type: ignore[attr-defined]
+    return list(dict.fromkeys(names))
 
 
 if __name__ == "__main__":

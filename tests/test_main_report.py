@@ -39,3 +39,26 @@ def test_bootstrap_section_pairs_methods(tmp_path: Path) -> None:
     diff = boot[boot["kind"] == "difference"].iloc[0]
     assert diff["comparator"] == "other" and diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
     assert "Difference [95% CI]" in md
+
+
+def test_per_dataset_blocks_keep_only_evaluated_methods(tmp_path: Path) -> None:
+    _write(tmp_path, "2wiki", "bm25", {"n_questions": 10, "Recall@5": 0.5, "Recall@10": 0.6})
+    _write(tmp_path, "musique", "dense", {"n_questions": 7, "Recall@5": 0.4, "Recall@10": 0.5,
+                                          "retrieval_tokens_per_question": 0.0})
+    _write(tmp_path, "musique", "evireform-full", {"n_questions": 7, "Recall@5": 0.7,
+                                                   "retrieval_tokens_per_question": 5000.0})
+    datasets = ["2wiki", "medical", "musique"]
+    metrics = mr.load_metrics(tmp_path, datasets)
+    blocks = dict(mr.per_dataset(mr.main_table(metrics, datasets, ["Recall@5", "Recall@10"]), datasets))
+    assert list(blocks) == ["2wiki", "musique"]  # medical: nothing evaluated
+    assert list(blocks["2wiki"].index) == ["bm25"]
+    assert list(blocks["musique"].columns) == ["Recall@5", "Recall@10"]
+    assert blocks["musique"].loc["evireform-full", "Recall@10"] == "N/E"
+    cost = mr.cost_table(metrics, datasets)
+    assert cost.loc["evireform-full", "2wiki retrieval"] == "N/E"  # not run there: not "N/A"
+    assert cost.loc["evireform-full", "musique retrieval"] == 5000.0
+    assert mr.question_counts(metrics) == {"2wiki": 10, "medical": 0, "musique": 7}
+    text = mr.render("setup", mr.main_table(metrics, datasets, ["Recall@5"]),
+                     mr.main_table(metrics, datasets, ["Recall@5"]), cost, [], [],
+                     counts=mr.question_counts(metrics))
+    assert "### musique (7 questions)" in text and "### medical\n" not in text
