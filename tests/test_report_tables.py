@@ -15,6 +15,7 @@ from evichain.report.tables import (
     render_bootstrap_markdown,
     render_csv,
     render_markdown,
+    render_plain_markdown,
 )
 
 
@@ -106,3 +107,12 @@ def test_figures_are_byte_deterministic(tmp_path: Path) -> None:
         assert first[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"Software" not in first
         assert first == second
+
+
+def test_plain_markdown_aligns_numbers_right_and_text_left() -> None:
+    df = pd.DataFrame({"pool": ["C0", "C+"], "n": np.array([100, 100], dtype=np.int64),
+                       "cov": [69.75, None], "on": [True, False]}, index=["a", "b"])
+    lines = render_plain_markdown(df, index_name="method").splitlines()
+    assert lines[0] == "| method | pool | n | cov | on |"
+    assert lines[1] == "| --- | --- | ---: | ---: | --- |"
+    assert lines[3] == "| b | C+ | 100 |  | False |"

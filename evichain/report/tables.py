@@ -13,6 +13,7 @@ better unless the column is listed in ``lower_is_better``.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -122,10 +123,11 @@ def render_bootstrap_markdown(
 
 def render_plain_markdown(df: pd.DataFrame, *, index_name: str | None = None) -> str:
     """Markdown of ``df`` with cells as they are (no scaling, no marks; NaN/None → empty),
-    the index first under ``index_name`` when given; no trailing newline."""
+    the index first under ``index_name`` when given; numeric columns right-aligned, others
+    left-aligned; no trailing newline."""
     cols = [str(c) for c in df.columns]
     header = ([index_name] if index_name else []) + cols
-    align = (["---"] if index_name else []) + ["---:"] * len(cols)
+    align = (["---"] if index_name else []) + ["---:" if _numeric(df[c]) else "---" for c in df.columns]
     body = [([str(i)] if index_name else []) + ["" if _missing(v) else str(v) for v in row]
             for i, row in zip(df.index, df.itertuples(index=False), strict=True)]
     return "\n".join([_row(header), _row(align), *(_row(r) for r in body)])
@@ -138,6 +140,12 @@ def ci_text(mean: float, low: float, high: float, decimals: int = 2, signed: boo
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def _numeric(column: pd.Series) -> bool:
+    """Every present cell is a number (bools and strings are not)."""
+    present = [v for v in column if not _missing(v)]
+    return bool(present) and all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in present)
 
 
 def _missing(value: object) -> bool:
