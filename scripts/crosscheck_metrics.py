@@ -105,29 +105,35 @@ def check_qa(ds: str, method: str, stored: dict) -> float:
 
 
 def check_report(readme: Path, root: Path) -> tuple[int, list[str]]:
-    """Compare the main table's percentage cells with the metrics JSON; (cells, mismatches)."""
+    """Compare the main table's percentage cells with the metrics JSON; (cells, mismatches).
+
+    The main table is one ``### <dataset> (n questions)`` block per dataset, each a
+    ``| Method | Recall@5 | Recall@10 | F1 | EM |`` table."""
     lines = readme.read_text().splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith("## Main table"))
-    table = [l for l in lines[start:] if l.startswith("|")]
-    table = table[: next((i for i, l in enumerate(table[1:], 1) if l.startswith("| Method")), len(table))]
-    header = [c.strip() for c in table[0].strip("|").split("|")]
-    keys = {"R@5": "Recall@5", "R@10": "Recall@10", "Recall@5": "Recall@5", "Recall@10": "Recall@10",
-            "F1": "F1", "EM": "EM"}
-    checked, bad = 0, []
-    for row in table[2:]:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        method = cells[0].strip("*_<>u/ ")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    keys = {"Recall@5": "Recall@5", "Recall@10": "Recall@10", "F1": "F1", "EM": "EM"}
+    checked, bad, ds, header = 0, [], "", []
+    for line in lines[start + 1:end]:
+        if line.startswith("### "):
+            ds, header = line[4:].split(" (")[0].strip(), []
+            continue
+        if not line.startswith("|") or line.startswith("| ---"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == "Method":
+            header = cells
+            continue
+        method = cells[0]
         for col, cell in zip(header[1:], cells[1:]):
             value = cell.replace("**", "").replace("<u>", "").replace("</u>", "").strip()
-            ds, _, short = col.rpartition(" ")
-            if short not in keys or not value.replace(".", "").isdigit():
+            if col not in keys or not value.replace(".", "").isdigit():
                 continue
-            name = f"qa-{method}" if short in ("F1", "EM") else method
-            path = root / ds / f"{name}.json"
-            stored = json.loads(path.read_text())[keys[short]]
+            name = f"qa-{method}" if col in ("F1", "EM") else method
+            stored = json.loads((root / ds / f"{name}.json").read_text())[keys[col]]
             checked += 1
             if abs(float(value) - round(100 * stored, 2)) > 0.005 + 1e-9:
-                bad.append(f"{ds} {method} {short}: table {value}, JSON {100 * stored:.4f}")
+                bad.append(f"{ds} {method} {col}: table {value}, JSON {100 * stored:.4f}")
     return checked, bad
 
 

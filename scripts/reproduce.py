@@ -9,7 +9,13 @@ pipeline must give on a fixed sample, with a tolerance:
   cache recorded when the file was written (``reproduce/demo-llm-cache.sqlite``, a copy of the
   cache of ``make demo``) with ``EVICHAIN_LLM_REPLAY=1``: no model is needed and a call the
   cache cannot answer fails as ``replay_miss`` (e.g. after a prompt change: re-record). The
-  tolerance band stated per entry is what a live re-run with the same model may move.
+  tolerance band stated per entry is what a live re-run with the same model may move;
+* EviReform base/full on the first 50 questions of ``2wiki_s`` (sentence extractor), replayed
+  from the selection and reformulation answers of the recorded 100-question run
+  (``reproduce/2wiki_s-llm-cache.sqlite``, merged into the scratch cache);
+* PropRAG (LLM-free) on the first 50 questions of ``2wiki_s`` and on MuSiQue-100: tolerance
+  0.005 (its beam search ranks re-encoded path texts; float differences of another CPU's
+  kernels may swap near-ties).
 
 The run uses the real stage entry points in-process, in a scratch directory.
 
@@ -34,11 +40,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "reproduce" / "expected_scores.yaml"
 RECORDED_CACHE = ROOT / "reproduce" / "demo-llm-cache.sqlite"
+EXTRA_CACHES = (ROOT / "reproduce" / "2wiki_s-llm-cache.sqlite",)  # merged into the scratch cache
 SAMPLE_QUESTIONS = 50
 METRICS = ("Recall@2", "Recall@5", "Recall@10", "Chain@5", "nDCG@10")
 QA_METRICS = ("EM", "F1")
 BM25_DATASETS = ("demo", "2wiki_s", "musique", "hotpotqa_s")
 LLM_BAND = 0.10  # a live re-run (no recorded cache) with the same model may move this much
+PROPRAG_BAND = 0.005
+EVIREFORM_DATASETS = ("demo", "2wiki_s")  # EviReform base/full replayed from recorded answers
+PROPRAG_DATASETS = ("2wiki_s", "musique")
 
 
 @dataclass(frozen=True)
@@ -86,19 +96,44 @@ def _deterministic_runs() -> None:
     _stage(evaluate.main, dataset="demo", method="dense", kind="retrieval")
 
 
-def _replayed_runs(cache: Path) -> None:
-    from stages import canonicalize_entities, evaluate, extract_propositions, read, retrieve_evireform
+def _index_runs(evireform: tuple[str, ...], proprag: tuple[str, ...]) -> None:
+    """The proposition index of every dataset that EviReform or PropRAG reads (LLM extraction
+    on the demo, replayed; the sentence extractor elsewhere), then PropRAG."""
+    from stages import canonicalize_entities, evaluate, extract_propositions, retrieve_graph
+
+    for ds in dict.fromkeys([*evireform, *proprag]):
+        _stage(extract_propositions.main, dataset=ds)
+        _stage(canonicalize_entities.main, dataset=ds)
+    for ds in proprag:
+        _stage(retrieve_graph.main, dataset=ds, method="proprag")
+        _stage(evaluate.main, dataset=ds, method="proprag", kind="retrieval")
+
+
+def _merge_caches(target: Path, extra: tuple[Path, ...]) -> None:
+    """Copy the rows of ``extra`` recorded caches into ``target`` (first writer of a key wins)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(target)) as conn:
+        for path in extra:
+            conn.execute("ATTACH DATABASE ? AS extra", (str(path),))
+            conn.execute("INSERT OR IGNORE INTO responses SELECT * FROM extra.responses")
+            conn.commit()
+            conn.execute("DETACH DATABASE extra")
+
+
+def _replayed_runs(cache: Path, evireform: tuple[str, ...], proprag: tuple[str, ...]) -> None:
+    from stages import evaluate, read, retrieve_evireform
 
     keys = ("EVICHAIN_LLM_CACHE", "EVICHAIN_LLM_REPLAY", "EVICHAIN_CHECKPOINT_DIR")
     saved = {k: os.environ.get(k) for k in keys}
     os.environ.update({"EVICHAIN_LLM_CACHE": str(cache), "EVICHAIN_LLM_REPLAY": "1",
                        "EVICHAIN_CHECKPOINT_DIR": str(cache.parent / "checkpoints")})
     try:
-        _stage(extract_propositions.main, dataset="demo")
-        _stage(canonicalize_entities.main, dataset="demo")
-        for variant in ("base", "full"):
-            _stage(retrieve_evireform.main, dataset="demo", variant=variant)
-            _stage(evaluate.main, dataset="demo", method=f"evireform-{variant}", kind="retrieval")
+        _index_runs(evireform, proprag)
+        for ds in evireform:
+            for variant in ("base", "full"):
+                _stage(retrieve_evireform.main, dataset=ds, variant=variant)
+                _stage(evaluate.main, dataset=ds, method=f"evireform-{variant}", kind="retrieval")
         for method in ("direct", "bm25", "dense"):
             _stage(read.main, dataset="demo", method=method, evidence=False)
             _stage(evaluate.main, dataset="demo", method=method, kind="qa")
@@ -114,20 +149,32 @@ def _metrics(dataset: str, name: str) -> dict[str, float]:
     return json.loads((Path("reports/metrics") / dataset / f"{name}.json").read_text())
 
 
-def measure(cache: Path = RECORDED_CACHE) -> list[Entry]:
-    """Run every sample and return the scores measured now (tolerances as recorded)."""
+def is_large(entry: Entry) -> bool:
+    """Entries whose runs encode a whole benchmark corpus (minutes on 2 cores): EviReform on
+    2wiki_s and PropRAG. ``measure(large=False)`` (the test suite) leaves them out."""
+    return entry.method == "proprag" or (entry.dataset != "demo" and entry.method.startswith("evireform"))
+
+
+def measure(cache: Path = RECORDED_CACHE, *, large: bool = True) -> list[Entry]:
+    """Run every sample and return the scores measured now (tolerances as recorded);
+    ``large=False``: without the :func:`is_large` entries."""
+    evireform = EVIREFORM_DATASETS if large else ("demo",)
+    proprag = PROPRAG_DATASETS if large else ()
     if not cache.exists():
         raise FileNotFoundError(f"{cache}: no recorded LLM cache (copy the cache of `make demo`)")
     with _scratch() as work:
         scratch_cache = work / "llm-cache.sqlite"
         shutil.copy2(cache, scratch_cache)
+        _merge_caches(scratch_cache, tuple(p for p in EXTRA_CACHES if p.exists()))
         _deterministic_runs()
-        _replayed_runs(scratch_cache)
+        _replayed_runs(scratch_cache, evireform, proprag)
         entries = [Entry(ds, "bm25", m, _metrics(ds, "bm25")[m], 1e-6, False)
                    for ds in BM25_DATASETS for m in METRICS]
         entries += [Entry("demo", "dense", m, _metrics("demo", "dense")[m], 1e-6, False) for m in METRICS]
-        entries += [Entry("demo", f"evireform-{v}", m, _metrics("demo", f"evireform-{v}")[m], LLM_BAND, True)
-                    for v in ("base", "full") for m in METRICS]
+        entries += [Entry(ds, f"evireform-{v}", m, _metrics(ds, f"evireform-{v}")[m], LLM_BAND, True)
+                    for ds in evireform for v in ("base", "full") for m in METRICS]
+        entries += [Entry(ds, "proprag", m, _metrics(ds, "proprag")[m], PROPRAG_BAND, False)
+                    for ds in proprag for m in METRICS]
         entries += [Entry("demo", f"qa-{r}", m, _metrics("demo", f"qa-{r}")[m], LLM_BAND, True)
                     for r in ("direct", "bm25", "dense") for m in QA_METRICS]
     return entries

@@ -2,7 +2,8 @@
 
 BM25 on a fixed 50-question sample of every benchmark with gold and dense on the demo must
 match to 1e-6; EviReform and the reader on the demo are replayed from the recorded LLM cache
-(no model needed) and must match exactly.
+(no model needed) and must match exactly. The entries that encode a whole benchmark corpus
+(EviReform on 2wiki_s, PropRAG) are left to ``python scripts/reproduce.py``: minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -34,5 +35,7 @@ def test_compare_uses_exact_match_for_replayed_and_bands_for_live_scores() -> No
 def test_pipeline_reproduces_the_expected_scores() -> None:
     expected = reproduce.load_expected()
     assert {e.method for e in expected} >= {"bm25", "dense", "evireform-full", "qa-bm25"}
-    problems = reproduce.compare(expected, reproduce.measure())
+    small = [e for e in expected if not reproduce.is_large(e)]
+    assert len(small) < len(expected)  # the large entries exist, checked by the script
+    problems = reproduce.compare(small, reproduce.measure(large=False))
     assert problems == [], "\n".join(problems)
