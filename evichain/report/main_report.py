@@ -16,8 +16,8 @@ import pandas as pd
 from evichain.metrics.bootstrap import bootstrap_table
 from evichain.report.ablations import EVIREFORM_CELLS, cee_section, evireform_section
 from evichain.report.medical import medical_section
-from evichain.report.tables import (definitions_markdown, render_bootstrap_markdown, render_markdown,
-                                    render_plain_markdown)
+from evichain.report.tables import (ci_text, definitions_markdown, render_bootstrap_markdown,
+                                    render_markdown, render_plain_markdown)
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method → metrics JSON
 
@@ -132,7 +132,7 @@ def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Se
     if boot.empty:
         return "", boot
     scores = boot[boot["kind"] == "score"]
-    ci = scores.assign(ci=[f"{100 * m:.2f} [{100 * lo:.2f}, {100 * hi:.2f}]"
+    ci = scores.assign(ci=[ci_text(100 * m, 100 * lo, 100 * hi)
                            for m, lo, hi in zip(scores["mean"], scores["ci_low"], scores["ci_high"])])
     table = ci.pivot(index="method", columns="metric", values="ci")
     text = ["Per-method means with 95% bootstrap CIs (questions paired by id; "

@@ -156,7 +156,7 @@ def _display(value: object, percent: bool, decimals: int) -> str | float:
     """A number rounded for display (float) or a passthrough string."""
     if isinstance(value, str):
         return value
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return "N/A"
     number = float(value) * (100 if percent else 1)  # type: ignore[arg-type]
     return round(number, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
