@@ -1,0 +1,33 @@
+"""``scripts/compare_methods.py``: paired difference of two methods' per-question scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from scripts.compare_methods import contrast_rows, render
+
+
+def _write(eval_dir: Path, method: str, ids: list[str], recall: list[float]) -> None:
+    (eval_dir / "ds").mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"question_id": ids, "Recall@5": recall}).to_parquet(eval_dir / "ds" / f"{method}.parquet")
+
+
+def test_difference_is_paired_on_shared_questions(tmp_path: Path) -> None:
+    _write(tmp_path, "a", ["q1", "q2", "q3", "q4"], [1.0, 1.0, 0.5, 0.0])
+    _write(tmp_path, "b", ["q4", "q3", "q2", "q9"], [0.0, 0.0, 0.5, 1.0])  # q1/q9 not shared
+    (row,) = contrast_rows(tmp_path, "ds", "a", "b", ("Recall@5",))
+    assert row["n"] == 3
+    assert row["a"] == pytest.approx(100 * 1.5 / 3) and row["b"] == pytest.approx(100 * 0.5 / 3)
+    assert row["a − b"] == pytest.approx(100 / 3)  # differences 0.5, 0.5, 0 (q2, q3, q4)
+    assert 0.0 <= row["low"] <= row["a − b"] <= row["high"] <= 50.0
+    assert "+33.33 [" in render([row], "a", "b")
+
+
+def test_missing_metric_names_the_methods(tmp_path: Path) -> None:
+    _write(tmp_path, "a", ["q1"], [1.0])
+    _write(tmp_path, "b", ["q1"], [0.0])
+    with pytest.raises(SystemExit, match="Chain@5"):
+        contrast_rows(tmp_path, "ds", "a", "b", ("Chain@5",))
