@@ -18,12 +18,13 @@ def _write(eval_dir: Path, method: str, ids: list[str], recall: list[float]) -> 
 def test_difference_is_paired_on_shared_questions(tmp_path: Path) -> None:
     _write(tmp_path, "a", ["q1", "q2", "q3", "q4"], [1.0, 1.0, 0.5, 0.0])
     _write(tmp_path, "b", ["q4", "q3", "q2", "q9"], [0.0, 0.0, 0.5, 1.0])  # q1/q9 not shared
-    (row,) = contrast_rows(tmp_path, "ds", "a", "b", ("Recall@5",))
+    rows = contrast_rows(tmp_path, "ds", "a", "b", ("Recall@5",))
+    (row,) = rows.to_dict("records")
     assert row["n"] == 3
-    assert row["a"] == pytest.approx(100 * 1.5 / 3) and row["b"] == pytest.approx(100 * 0.5 / 3)
-    assert row["a − b"] == pytest.approx(100 / 3)  # differences 0.5, 0.5, 0 (q2, q3, q4)
-    assert 0.0 <= row["low"] <= row["a − b"] <= row["high"] <= 50.0
-    assert "+33.33 [" in render([row], "a", "b")
+    assert row["a_mean"] == 50.0 and row["b_mean"] == 16.67  # points, two decimals (1.5/3, 0.5/3)
+    assert row["difference"] == 33.33  # differences 0.5, 0.5, 0 (q2, q3, q4)
+    assert 0.0 <= row["ci_low"] <= row["difference"] <= row["ci_high"] <= 50.0
+    assert "| Recall@5 | 3 | 50.0 | 16.67 | +33.33 [" in render(rows, "a", "b")
 
 
 def test_missing_metric_names_the_methods(tmp_path: Path) -> None:

@@ -74,23 +74,34 @@ def evireform_ablation(metrics: Mapping[str, Json],
     return pd.DataFrame(rows)
 
 
-def evireform_contrasts(per_q: Mapping[str, pd.DataFrame], dataset: str,
-                        columns: Sequence[str] = EVIREFORM_METRICS,
-                        n_resamples: int = 10_000) -> pd.DataFrame:
-    """Each contrast ``a − b`` in points with its paired 95% bootstrap CI (both cells needed)."""
+def paired_contrasts(per_q: Mapping[str, pd.DataFrame], dataset: str,
+                     contrasts: Sequence[tuple[str, str, str]], columns: Sequence[str],
+                     n_resamples: int = 10_000) -> pd.DataFrame:
+    """Each contrast ``(name, a, b)``: both means and ``mean(a − b)`` in points with its paired
+    95% bootstrap CI, over the questions every method of ``per_q`` answered (one index matrix
+    per metric, seed ``seed_for(dataset, metric)``); a contrast missing a or b is skipped."""
     rows = []
     for metric in columns:
-        matrix = aligned_values({m: per_q[m] for m, _, _ in EVIREFORM_CELLS if m in per_q}, metric)
+        matrix = aligned_values(per_q, metric)
         if matrix.empty:
             continue
         indices = resample_indices(len(matrix), n_resamples, seed_for(dataset, metric))
-        for name, a, b in EVIREFORM_CONTRASTS:
+        for name, a, b in contrasts:
             if a in matrix.columns and b in matrix.columns:
                 ci = paired_difference_ci(matrix[a].to_numpy(), matrix[b].to_numpy(), indices=indices)
                 rows.append({"metric": metric, "contrast": name, "a": a, "b": b, "n": len(matrix),
+                             "a_mean": _pct(matrix[a].mean()), "b_mean": _pct(matrix[b].mean()),
                              "difference": _pct(ci.mean), "ci_low": _pct(ci.low),
                              "ci_high": _pct(ci.high)})
     return pd.DataFrame(rows)
+
+
+def evireform_contrasts(per_q: Mapping[str, pd.DataFrame], dataset: str,
+                        columns: Sequence[str] = EVIREFORM_METRICS,
+                        n_resamples: int = 10_000) -> pd.DataFrame:
+    """The 2×2's contrasts (:data:`EVIREFORM_CONTRASTS`) over the questions every cell answered."""
+    cells = {m: per_q[m] for m, _, _ in EVIREFORM_CELLS if m in per_q}
+    return paired_contrasts(cells, dataset, EVIREFORM_CONTRASTS, columns, n_resamples)
 
 
 def evireform_section(dataset: str, metrics: Mapping[str, Json],
