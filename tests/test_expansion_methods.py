@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,12 +22,12 @@ from evichain.embed import get_embedder
 from evichain.io import write_parquet
 from evichain.llm import LLMCache, LLMClient
 from evichain.llm.scripted import set_responder
-from evichain.methods.expansion.generate import sample_params
+from evichain.methods.expansion.generate import generate, sample_params
 from evichain.methods.expansion.hyde import HyDE, hyde_vector
 from evichain.methods.expansion.lamer import LameR, augmented_query
 from evichain.methods.expansion.params import (ExpansionParams, HydeParams, LameRParams,
                                                Query2DocParams, check_method)
-from evichain.methods.expansion.prompts import QUERY2DOC_EXAMPLES
+from evichain.methods.expansion.prompts import HYDE, QUERY2DOC_EXAMPLES
 from evichain.methods.expansion.query2doc import Query2Doc, dense_query, sparse_query
 from evichain.methods.expansion.search import CorpusSearch
 from evichain.paths import DatasetPaths
@@ -73,6 +76,39 @@ def scripted(texts: list[str | None], seen: list[dict] | None = None) -> Callabl
 
 def usage(cs: list[LLMClient]) -> tuple[int, int]:
     return sum(c.usage.calls for c in cs), sum(c.usage.cache_hits for c in cs)
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_samples_of_one_question_reach_a_single_slot_back_to_back(tmp_path: Path,
+                                                                   concurrency: int) -> None:
+    """Four questions generate in parallel threads; with one slot (concurrency 1) the server
+    sees each question's three identical prompts consecutively (its prompt cache is reused);
+    with three slots nothing is held and every call is still made once."""
+    order: list[str] = []
+    entered = threading.Barrier(4, timeout=5)
+
+    def respond(messages: list[dict], model: str) -> str:
+        order.append(messages[-1]["content"])
+        time.sleep(0.01)
+        return json.dumps({"passage": "a passage"})
+
+    set_responder(respond)
+    llm = LLMParams(model=f"scripted/slots-{concurrency}", concurrency=concurrency,
+                    backoff_base_s=0.0, max_retries=0)
+    cache = LLMCache(tmp_path / "llm.sqlite")
+    sample_clients = [LLMClient(p, cache=cache) for p in sample_params(llm, 0.7, 3)]
+
+    def question(i: int) -> list[str]:
+        entered.wait()
+        return [g.status for g in generate(sample_clients, HYDE, None, data=json.dumps(f"q{i}"))]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        statuses = list(pool.map(question, range(4)))
+    assert statuses == [["ok"] * 3] * 4 and len(order) == 12
+    assert sorted(order) == sorted(json.dumps(f"q{i}") for i in range(4) for _ in range(3))
+    if concurrency == 1:
+        runs = [order[k:k + 3] for k in range(0, 12, 3)]
+        assert all(len(set(run)) == 1 for run in runs) and len({run[0] for run in runs}) == 4
 
 
 # ----------------------------------------------------------------------------- HyDE
