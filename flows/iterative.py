@@ -20,6 +20,7 @@ from evichain.config import BM25Params, EmbedParams, LLMParams, OrchestrationPar
 from evichain.embed import get_embedder
 from evichain.io import read_parquet
 from evichain.llm import LLMClient
+from evichain.methods.expansion.generate import question_sequence
 from evichain.methods.iterative.common import (EVIDENCE_COLUMNS, BM25Searcher, DenseSearcher,
                                                Outcome, Passages, Searcher, summarize)
 from evichain.methods.iterative.gear_graph import EntityGraph
@@ -45,8 +46,15 @@ class IterativeOutput:
 @task(cache_policy=NO_CACHE, task_run_name="{method_name}-{question_id}")
 def run_question(method: IterativeMethod, method_name: str, client: LLMClient, question_id: str,
                  question: str) -> Outcome:
-    """One question's episode (never raises for LLM failures: they are trace rows)."""
-    return method.run(client, question_id, question)
+    """One question's episode (never raises for LLM failures: they are trace rows).
+
+    With a single-slot model (``llm.concurrency == 1``) the episode holds the model's sequence
+    lock, so its steps reach the server back to back and each step's prompt, which extends the
+    previous one (IRCoT appends paragraphs and reasoning), reuses the server's cached prefix
+    instead of being read again after another question's prompt. Calls and replies are unchanged.
+    """
+    with question_sequence([client]):
+        return method.run(client, question_id, question)
 
 
 def make_searcher(corpus: pd.DataFrame, params: IterativeParams, embed: EmbedParams,

@@ -4,6 +4,7 @@ LLM calls and identical tables, BM25 as the per-step retriever, and the DVC stag
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,44 @@ def test_flow_tables_for_every_method(tmp_path: Path, method: str) -> None:
     pd.testing.assert_frame_equal(first.run, second.run)
     pd.testing.assert_frame_equal(first.evidence, second.evidence)
     pd.testing.assert_frame_equal(first.trace, second.trace)             # tokens from the cache too
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_steps_of_one_question_reach_a_single_slot_back_to_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, concurrency: int) -> None:
+    """Two IRCoT questions run in two task threads, each in two steps, and every retrieval
+    takes 0.2 s. With one slot (concurrency 1) the server sees q1, q1, q2, q2 (each step extends
+    the previous prompt, whose cached prefix the server reuses); without the sequence lock the
+    other question's waiting call takes the slot while q1 retrieves between its steps. With two
+    slots nothing is held and the steps interleave."""
+    from evichain.methods.iterative.common import Episode
+    from flows.iterative import iterative_flow
+
+    paths = write_dataset(tmp_path / "artifacts")
+    order: list[str] = []
+    slow_search = Episode.retrieve
+
+    def retrieve(self: Episode, *args: Any, **kwargs: Any) -> list[int]:
+        time.sleep(0.2)
+        return slow_search(self, *args, **kwargs)
+
+    def two_steps(messages: list[dict[str, Any]], model: str) -> str:
+        data = json.loads(messages[1]["content"])
+        order.append(data["question"])
+        if data["reasoning_so_far"]:
+            return json.dumps({"reasoning_step": "So the answer is: 851.", "answer": "851"})
+        time.sleep(0.1)
+        return json.dumps({"reasoning_step": "Lothair II's mother was Ermengarde.", "answer": None})
+
+    monkeypatch.setattr(Episode, "retrieve", retrieve)
+    set_responder(two_steps)
+    llm = LLMParams(model=f"scripted/sequence-{concurrency}", concurrency=concurrency,
+                    backoff_base_s=0.0, max_retries=0)
+    out = iterative_flow(paths, "ircot", IterativeParams(), llm, EmbedParams(), BM25Params(),
+                         OrchestrationParams(max_workers=2))
+    assert (out.trace["stop_reason"] == "answered").all() and len(order) == 4
+    switches = sum(a != b for a, b in zip(order, order[1:]))
+    assert switches == 1 if concurrency == 1 else switches >= 2
 
 
 def test_bm25_retriever_and_stage_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
