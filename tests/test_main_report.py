@@ -32,13 +32,17 @@ def test_bootstrap_section_pairs_methods(tmp_path: Path) -> None:
     folder = tmp_path / "2wiki"
     folder.mkdir()
     qids = [f"q{i}" for i in range(50)]
-    for name, p in (("ref", 0.8), ("other", 0.5)):
+    for name, p in (("ref", 0.8), ("other", 0.5), ("ircot", 1.0)):
         pd.DataFrame({"question_id": qids, "Recall@5": rng.binomial(1, p, 50).astype(float),
                       "gold_reliable": True}).to_parquet(folder / f"{name}.parquet")
-    md, boot = mr.bootstrap_section(tmp_path, "2wiki", "ref", ["Recall@5"], 500)
-    diff = boot[boot["kind"] == "difference"].iloc[0]
+    pd.DataFrame({"question_id": qids, "EM": 1.0, "F1": 1.0}).to_parquet(folder / "qa-ircot.parquet")
+    md, boot = mr.bootstrap_section(tmp_path, "2wiki", "ref", ["Recall@5", "EM"], 500)
+    diff = boot[(boot["kind"] == "difference") & (boot["metric"] == "Recall@5")].iloc[0]
     assert diff["comparator"] == "other" and diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
     assert "Difference [95% CI]" in md
+    assert set(boot.loc[boot["metric"] == "Recall@5", "method"]) == {"ref", "other"}
+    assert "| ircot | 100.00 [100.00, 100.00] | N/A |" in md    # first-retrieval order: no CI
+    assert "| other | N/E |" in md                                # no answers read: not evaluated
 
 
 def test_per_dataset_blocks_keep_only_evaluated_methods(tmp_path: Path) -> None:
@@ -62,3 +66,12 @@ def test_per_dataset_blocks_keep_only_evaluated_methods(tmp_path: Path) -> None:
                      mr.main_table(metrics, datasets, ["Recall@5"]), cost, [], [],
                      counts=mr.question_counts(metrics))
     assert "### musique (7 questions)" in text and "### medical\n" not in text
+
+
+def test_retrieval_report_marks_first_retrieval_order() -> None:
+    from evichain.report.retrieval_report import dataset_section
+
+    values = {"n_questions": 4, "Recall@5": 0.5}
+    md = dataset_section("musique", {"dense": values, "ircot": values}, "Setup.", None)
+    assert "| ircot |" in md and "ircot: iterative methods return evidence, not a ranking" in md
+    assert "not a ranking" not in dataset_section("musique", {"dense": values}, "Setup.", None)

@@ -72,6 +72,13 @@ def _cell(values: Mapping[str, Any], key: str, method: str = "") -> Any:
     return "N/E" if value is None else value
 
 
+def _missing(method: str, metric: str) -> str:
+    """An empty CI cell: N/A where the metric is undefined for the method (recall of direct
+    inference, which retrieves nothing, or of an iterative method), N/E where it was not run."""
+    ranking = metric.startswith(("Recall@", "Chain@", "Hit@"))
+    return "N/A" if ranking and (method in NO_RANKING or method == "direct") else "N/E"
+
+
 def main_table(metrics: Metrics, datasets: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
     """Table 1 shape: one row per method, ``<dataset> <metric>`` columns; N/A / N/E cells."""
     methods = sorted({m for ds in datasets for m in metrics.get(ds, {})})
@@ -125,7 +132,7 @@ def _blocks_markdown(table: pd.DataFrame, datasets: Sequence[str], counts: Mappi
 def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Sequence[str],
                       n_resamples: int) -> tuple[str, pd.DataFrame]:
     """Paired-bootstrap CIs for one dataset (Table A.1 shape) from the per-question tables."""
-    per_q = per_question_tables(eval_root / dataset)
+    per_q = without_unranked_recall(per_question_tables(eval_root / dataset))
     if len(per_q) < 2:
         return "", pd.DataFrame()
     boot = bootstrap_table(per_q, metrics, dataset, reference, n_resamples=n_resamples)
@@ -135,6 +142,8 @@ def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Se
     ci = scores.assign(ci=[ci_text(100 * m, 100 * lo, 100 * hi)
                            for m, lo, hi in zip(scores["mean"], scores["ci_low"], scores["ci_high"])])
     table = ci.pivot(index="method", columns="metric", values="ci")
+    table = table.apply(lambda col: [v if isinstance(v, str) else _missing(m, str(col.name))
+                                     for m, v in col.items()])
     text = ["Per-method means with 95% bootstrap CIs (questions paired by id; "
             f"n = {int(scores['n_questions'].max())}):", "", render_plain_markdown(table, index_name="Method")]
     if (boot["kind"] == "difference").any():
@@ -143,6 +152,18 @@ def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Se
     else:
         text += ["", f"(`{reference}` was not evaluated on {dataset}: no difference table.)"]
     return "\n".join(text), boot
+
+
+def without_unranked_recall(per_q: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The per-question tables without the ranking metrics of :data:`NO_RANKING` methods (N/A
+    in the main table, so no CI either); a method left with no metric column is dropped."""
+    out = {}
+    for method, table in per_q.items():
+        if method in NO_RANKING:
+            table = table[[c for c in table.columns if not c.startswith(("Recall@", "Chain@", "Hit@"))]]
+        if len(table.columns) > 1:
+            out[method] = table
+    return out
 
 
 def per_question_tables(folder: Path) -> dict[str, pd.DataFrame]:

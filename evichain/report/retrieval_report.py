@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from evichain.report.main_report import NO_RANKING
 from evichain.report.tables import definitions_markdown, render_markdown
 
 TABLE_METRICS = ("Recall@1", "Recall@2", "Recall@5", "Recall@10", "Recall@20", "Chain@5",
@@ -46,6 +47,10 @@ def dataset_section(dataset: str, metrics: Mapping[str, Mapping[str, Any]], setu
     filt = sorted({str(v.get("question_filter", "all")) for v in scored.values()})
     lines += [f"Questions evaluated: {', '.join(map(str, n))} (filter: {', '.join(filt)}).", ""]
     lines.append(render_markdown(metrics_frame(scored, TABLE_METRICS)))
+    if unranked := sorted(set(scored) & NO_RANKING):
+        lines += ["", f"{', '.join(unranked)}: iterative methods return evidence, not a ranking; "
+                  "their rows score the passages in the order of first retrieval (GeAR: its "
+                  "merged order), and the main report prints N/A for their recall."]
     if figure:
         lines += ["", f"![Recall@K on {dataset}]({figure})"]
     lines.append("")
