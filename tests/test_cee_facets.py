@@ -281,3 +281,24 @@ def test_reachable_scope_and_pair_caps(tmp_path: Path, fake_embeddings: None) ->
     assert out.facets.groupby("passage_id").size().max() == 1        # one facet per pair
     schema = json.dumps(replies.seen[0])
     assert "maxItems" not in schema                                   # schemas are not in messages
+
+
+def test_machine_restriction_applies_only_to_the_named_datasets() -> None:
+    facets = FacetParams(restricted={"datasets": ["musique"], "facet_scope_n": 3,
+                                     "max_pairs_per_passage": 1})
+    restricted, paper = facets.for_dataset("musique"), facets.for_dataset("demo")
+    assert (restricted.facet_scope, restricted.facet_scope_n, restricted.max_pairs_per_passage) == \
+        ("reachable", 3, 1)
+    assert paper == facets and (paper.facet_scope, paper.max_pairs_per_passage) == ("all", 10)
+    assert restricted.n_neighbours == paper.n_neighbours == 10      # nothing else changes
+
+
+@pytest.mark.parametrize(("restricted", "message"), [
+    ({"datasets": ["nope"]}, "unknown dataset(s) ['nope']"),
+    ({"datasets": ["musique"], "max_pairs_per_passage": 11},
+     "cee.facets.restricted.max_pairs_per_passage (11) must not exceed cee.facets.n_neighbours (10)")])
+def test_machine_restriction_errors_name_the_key(restricted: dict[str, Any], message: str) -> None:
+    from evichain.config import ParamsError, parse_params
+
+    with pytest.raises(ParamsError, match=re.escape(message)):
+        parse_params({"cee": {"facets": {"restricted": restricted}}})

@@ -355,3 +355,15 @@ def test_catrag_neighbour_facts_are_cut_to_summary_length(index, tmp_path: Path)
     assert full._other_facts(b, set()) == [["a", "son of", "b"], ["b", "died in", "900"]]
     short = CatRAGRetriever(index, GraphParams(catrag={"neighbour_words": 5}), client(tmp_path), phrases)
     assert short._other_facts(b, set()) == [["a", "son of", "b"]]            # 4 words, then 8 > 5
+
+
+def test_edge_score_schema_sent_asks_exactly_one_score_per_neighbour() -> None:
+    from evichain.methods.graph.prompts import EDGE_SCORE, edge_score_prompt
+
+    prompt = edge_score_prompt([3, 7, 9])
+    scores = json.loads(prompt.sent_schema)["properties"]["scores"]
+    assert (scores["minItems"], scores["maxItems"]) == (3, 3)
+    assert scores["items"]["properties"]["id"]["enum"] == [3, 7, 9]
+    assert prompt.version == EDGE_SCORE.version == "2"       # part of the cache key
+    # validation stays lenient: a short answer parses, the caller counts what is missing
+    assert EDGE_SCORE.schema.model_validate({"scores": [{"id": 3, "score": 5}]}).scores

@@ -88,4 +88,41 @@ def test_cee_ablation_rows(present: list[str]) -> None:
     metrics = {m: {"Recall@10": 0.5, "nDCG@10": 0.25, "Chain@10": 0.1, "n_questions": 8} for m in present}
     table = cee_ablation(metrics)
     assert table["method"].tolist() == present and table["Chain@10"].tolist() == [10.0] * len(present)
-    assert "FSR@10 = Chain@10" in cee_section(metrics) and cee_section({}) == ""
+    assert "FSR@10 = Chain@10" in cee_section("toy", metrics) and cee_section("toy", {}) == ""
+
+
+def test_cee_ablation_lists_the_baselines_under_it_and_only_with_cee() -> None:
+    row = {"Recall@10": 0.5, "nDCG@10": 0.25, "Chain@10": 0.1, "n_questions": 8}
+    table = cee_ablation({"dense": row, "cee-full": row, "bm25": row})
+    assert table["method"].tolist() == ["cee-full", "bm25", "dense"]
+    assert cee_ablation({"dense": row, "bm25": row}).empty
+
+
+FACETS = {"machine_restricted": True, "facet_scope": "reachable", "facet_scope_n": 3,
+          "n_neighbours": 10, "max_pairs_per_passage": 1, "passages": 1839,
+          "passages_with_facets": 281, "pairs": 281, "facets": 540}
+
+
+@pytest.mark.parametrize("restricted", [True, False])
+def test_cee_section_names_a_machine_restriction_as_such(restricted: bool) -> None:
+    metrics = {"cee-full": {"Recall@10": 0.5, "n_questions": 4,
+                            "facets": {**FACETS, "machine_restricted": restricted}}}
+    md = cee_section("toy", metrics)
+    assert "facets for 281 of 1839 passages" in md
+    assert ("restricted on this machine (not by the method)" in md) is restricted
+    assert ("dense top 3" in md and "1 nearest neighbour(s) instead of 10" in md) is restricted
+
+
+def test_cee_section_contrasts_full_against_each_ablation_and_the_baselines() -> None:
+    values = {"cee-full": [1.0, 1.0, 0.5, 1.0], "cee-no_sequential": [0.5, 0.5, 0.5, 1.0],
+              "cee-no_coverage": [1.0, 1.0, 0.5, 1.0], "dense": [0.0, 0.5, 0.5, 0.5]}
+    per_q = {m: pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "Recall@10": v})
+             for m, v in values.items()}
+    metrics = {m: {"Recall@10": float(np.mean(v)), "n_questions": 4} for m, v in values.items()}
+    md = cee_section("toy", metrics, per_q, 200)
+    lines = {line.split("|")[2].strip(): line for line in md.splitlines()
+             if line.startswith("| Recall@10 |")}
+    assert "+25.00" in lines["sequential exploration (full - w/o)"]
+    assert "+0.00" in lines["coverage-aware final ranking (full - w/o)"]
+    assert "+50.00" in lines["full - dense"]
+    assert "contrastive refinement (full - w/o)" not in lines and "full - BM25" not in lines

@@ -50,6 +50,17 @@ CEE_ROWS: tuple[tuple[str, str], ...] = (
 
 CEE_METRICS: tuple[str, ...] = ("Recall@10", "nDCG@10", "Chain@10", "Recall@5", "MAP@10")
 
+# Baselines the CEE paper compares against, printed under its ablation rows (same questions).
+CEE_REFERENCES: tuple[tuple[str, str], ...] = (("bm25", "BM25"), ("dense", "dense"))
+
+# (contrast, a, b): what removing each component costs (the paper: full > every ablation, the
+# sequential exploration the largest drop), and CEE against the two first-stage retrievers.
+CEE_CONTRASTS: tuple[tuple[str, str, str], ...] = (
+    ("coverage-aware final ranking (full - w/o)", "cee-full", "cee-no_coverage"),
+    ("contrastive refinement (full - w/o)", "cee-full", "cee-no_contrastive"),
+    ("sequential exploration (full - w/o)", "cee-full", "cee-no_sequential"),
+    ("full - dense", "cee-full", "dense"), ("full - BM25", "cee-full", "bm25"))
+
 
 def pool_analysis(traces: pd.DataFrame, question_ids: Iterable[str] | None = None) -> dict[str, Any]:
     """Tables A.3 / A.4, selection survival and tokens of one EviReform trace, as JSON.
@@ -148,19 +159,55 @@ def _pool_tables(metrics: Mapping[str, Json]) -> list[str]:
 
 
 def cee_ablation(metrics: Mapping[str, Json], columns: Sequence[str] = CEE_METRICS) -> pd.DataFrame:
-    """CEE and its ablations (paper Table 2 shape; Chain@10 = FSR@10); empty if none ran."""
+    """CEE and its ablations (paper Table 2 shape; Chain@10 = FSR@10), then BM25 and dense where
+    they ran; empty if CEE did not run."""
+    if not any(method in metrics for method, _ in CEE_ROWS):
+        return pd.DataFrame()
     rows = [{"variant": label, "method": method, **_scores(metrics[method], columns)}
-            for method, label in CEE_ROWS if method in metrics]
+            for method, label in CEE_ROWS + CEE_REFERENCES if method in metrics]
     return pd.DataFrame(rows)
 
 
-def cee_section(metrics: Mapping[str, Json]) -> str:
-    """Markdown of the CEE ablation table of one dataset ('' if CEE did not run there)."""
+def facet_note(metrics: Mapping[str, Json]) -> str:
+    """One line on the facet index the CEE rows were measured with (``facets`` of the metrics
+    JSON, written by the evaluate stage); names a machine restriction as such."""
+    setup = next((metrics[m]["facets"] for m, _ in CEE_ROWS if m in metrics and metrics[m].get("facets")),
+                 None)
+    if not setup:
+        return ""
+    built = (f"facets for {setup.get('passages_with_facets')} of {setup.get('passages')} passages, "
+             f"{setup.get('pairs')} (target, neighbour) pairs, {setup.get('facets')} facet queries")
+    if not setup.get("machine_restricted"):
+        return f"Facet index: {built} (the paper's setting: every passage, its nearest neighbours)."
+    return (f"Facet index, **restricted on this machine (not by the method)**: {built}; only the "
+            f"passages in some question's dense top {setup.get('facet_scope_n')} are targets, each "
+            f"against its {setup.get('max_pairs_per_passage')} nearest neighbour(s) instead of "
+            f"{setup.get('n_neighbours')} (`cee.facets.restricted`); passages outside have no facets, "
+            "so their contrastive score is their base score. Rounds, K_cand, K_final, alpha and beta "
+            "are the paper's.")
+
+
+def cee_section(dataset: str, metrics: Mapping[str, Json],
+                per_q: Mapping[str, pd.DataFrame] | None = None, n_resamples: int = 10_000) -> str:
+    """Markdown of one dataset's CEE ablation table, its facet setup and the paired contrasts of
+    :data:`CEE_CONTRASTS` ('' if CEE did not run there)."""
     table = cee_ablation(metrics)
     if table.empty:
         return ""
-    return "\n".join(["CEE ablations (paper Table 2 shape; FSR@10 = Chain@10; percentages):", "",
-                      render_plain_markdown(table), ""])
+    parts = [facet_note(metrics), "",
+             "CEE ablations (paper Table 2 shape, with the main table's R@5 / MAP@10; "
+             "FSR@10 = Chain@10; percentages):", "", render_plain_markdown(table), ""]
+    methods = {m for _, a, b in CEE_CONTRASTS for m in (a, b)}
+    contrasts = paired_contrasts({m: t for m, t in (per_q or {}).items() if m in methods},
+                                 dataset, CEE_CONTRASTS, CEE_METRICS, n_resamples)
+    if not contrasts.empty:
+        shown = contrasts.assign(**{"difference [95% CI]": [
+            ci_text(d, lo, hi, signed=True) for d, lo, hi in
+            zip(contrasts["difference"], contrasts["ci_low"], contrasts["ci_high"])]})
+        parts += ["Contrasts (points; paired bootstrap over the questions every listed method "
+                  f"answered, {n_resamples:,} resamples):", "",
+                  render_plain_markdown(shown[["metric", "contrast", "n", "difference [95% CI]"]]), ""]
+    return "\n".join(p for p in parts if p is not None)
 
 
 def _scores(metrics: Json, columns: Sequence[str]) -> dict[str, Any]:

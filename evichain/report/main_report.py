@@ -36,7 +36,7 @@ def method_sections(metrics: Metrics, eval_root: Path, datasets: Sequence[str],
         if any(m in found for m, _, _ in EVIREFORM_CELLS):
             md = evireform_section(ds, found, per_question_tables(eval_root / ds), n_resamples)
             sections.append((f"EviReform ablation and pools: {ds}", md))
-        if cee := cee_section(found):
+        if cee := cee_section(ds, found, per_question_tables(eval_root / ds), n_resamples):
             sections.append((f"CEE ablations: {ds}", cee))
     return sections
 
@@ -177,7 +177,7 @@ def per_question_tables(folder: Path) -> dict[str, pd.DataFrame]:
             df = df[df["gold_reliable"].fillna(True).astype(bool)]
         name = path.stem
         cols = ["question_id", "EM", "F1"] if name.startswith("qa-") else \
-            ["question_id", *[c for c in df.columns if c.startswith(("Recall@", "Chain@", "Hit@"))]]
+            ["question_id", *[c for c in df.columns if c.startswith(("Recall@", "Chain@", "Hit@", "MAP@", "nDCG@"))]]
         key = name[3:] if name.startswith("qa-") else name
         part = df[[c for c in cols if c in df.columns]]
         tables[key] = part if key not in tables else tables[key].merge(part, on="question_id", how="outer")

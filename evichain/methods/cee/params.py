@@ -16,9 +16,37 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evichain.config import ParamsError, Section
+
+
+class FacetRestriction(Section):
+    """This machine's restriction of facet generation for named datasets (not the method's).
+
+    On 2 cores with the offline 1.5B model, facets for every passage at the paper's 10
+    neighbours are 18,390 LLM calls on MuSiQue-100 (README "CEE on this machine"). The datasets
+    listed in ``datasets`` are run with ``facet_scope``, ``facet_scope_n`` and
+    ``max_pairs_per_passage`` below instead of the block's own values; every other dataset (and
+    every setting not named here) keeps the paper's defaults. The report labels such rows.
+    """
+
+    datasets: list[str] = []
+    facet_scope: Literal["all", "reachable"] = "reachable"
+    facet_scope_n: int = Field(3, ge=1, le=10_000)
+    max_pairs_per_passage: int = Field(1, ge=1, le=1000)
+
+    @field_validator("datasets")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        from evichain.config import DATASETS, _only_known
+
+        return _only_known(v, list(DATASETS), "dataset")
+
+    def overrides(self) -> dict[str, Any]:
+        """The facet settings this restriction replaces."""
+        return {"facet_scope": self.facet_scope, "facet_scope_n": self.facet_scope_n,
+                "max_pairs_per_passage": self.max_pairs_per_passage}
 
 
 class FacetParams(Section):
@@ -36,6 +64,8 @@ class FacetParams(Section):
     * ``max_passage_words``: passages longer than this are cut (words) in the facet prompt.
     * ``checkpoint_shard``: passages per shard checkpoint (resumption).
     * ``max_failure_rate``: the stage fails above this fraction of failed pairs (after writing).
+    * ``restricted``: datasets run with a machine restriction (:class:`FacetRestriction`);
+      :meth:`for_dataset` gives the settings one dataset is run with.
     """
 
     n_neighbours: int = Field(10, ge=1, le=1000)
@@ -46,13 +76,26 @@ class FacetParams(Section):
     max_passage_words: int = Field(400, ge=20, le=10_000)
     checkpoint_shard: int = Field(32, ge=1, le=100_000)
     max_failure_rate: float = Field(0.05, ge=0.0, le=1.0)
+    restricted: FacetRestriction = FacetRestriction()
 
     @model_validator(mode="after")
     def _pairs_within_neighbours(self) -> "FacetParams":
-        if self.max_pairs_per_passage > self.n_neighbours:
-            raise ValueError(f"cee.facets.max_pairs_per_passage ({self.max_pairs_per_passage}) "
-                             f"must not exceed cee.facets.n_neighbours ({self.n_neighbours})")
+        for key, pairs in (("max_pairs_per_passage", self.max_pairs_per_passage),
+                           ("restricted.max_pairs_per_passage", self.restricted.max_pairs_per_passage)):
+            if pairs > self.n_neighbours:
+                raise ValueError(f"cee.facets.{key} ({pairs}) must not exceed "
+                                 f"cee.facets.n_neighbours ({self.n_neighbours})")
         return self
+
+    def is_restricted(self, dataset: str) -> bool:
+        """Whether ``dataset`` runs under this machine's restriction (``restricted.datasets``)."""
+        return dataset in self.restricted.datasets
+
+    def for_dataset(self, dataset: str) -> "FacetParams":
+        """The settings ``dataset`` is run with: the block, or its restriction where listed."""
+        if not self.is_restricted(dataset):
+            return self
+        return self.model_copy(update=self.restricted.overrides())
 
 
 class CEEParams(Section):

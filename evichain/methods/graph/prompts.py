@@ -118,7 +118,7 @@ FILTER = Prompt(name="graph.filter", version="1", system=FILTER_SYSTEM, user="$d
                 schema=FilterResponse)
 QUERY_NER = Prompt(name="graph.query_ner", version="1", system=QUERY_NER_SYSTEM, user="$data",
                    schema=NERResponse)
-EDGE_SCORE = Prompt(name="graph.edge_score", version="1", system=EDGE_SCORE_SYSTEM, user="$data",
+EDGE_SCORE = Prompt(name="graph.edge_score", version="2", system=EDGE_SCORE_SYSTEM, user="$data",
                     schema=EdgeScoresResponse)
 
 
@@ -154,12 +154,17 @@ def filter_prompt(ids: Sequence[int], max_kept: int) -> Prompt[Any]:
 
 
 def edge_score_prompt(ids: Sequence[int]) -> Prompt[Any]:
-    """Edge scoring with neighbour ids as an enum and scores 0–10."""
+    """Edge scoring with neighbour ids as an enum, scores 0–10 and exactly one item per id
+    (``minItems = maxItems = len(ids)``: grammar-constrained decoding cannot run on past the
+    neighbours, as the unbounded array let the offline model do, repeating ids until
+    ``llm.max_tokens``; validation stays lenient, so a hosted model's short or long answer is
+    still repaired and counted by the caller)."""
     item = {"type": "object", "additionalProperties": False, "required": ["id", "score"],
             "properties": {"id": {"type": "integer", "enum": [int(i) for i in ids]},
                            "score": {"type": "integer", "minimum": 0, "maximum": 10}}}
+    scores = {"type": "array", "items": item, "minItems": len(ids), "maxItems": len(ids)}
     schema = {"type": "object", "additionalProperties": False, "required": ["scores"],
-              "properties": {"scores": {"type": "array", "items": item}}}
+              "properties": {"scores": scores}}
     return _sent(EDGE_SCORE, schema)
 
 
