@@ -122,7 +122,7 @@ class CEEParams(Section):
     beta: float = Field(0.5, ge=0.0, le=1.0)
     n_probes: int = Field(3, ge=1, le=20)
     question_as_probe: bool = True
-    summary_max_passages: int = Field(10, ge=1, le=1000)
+    summary_max_passages: int = Field(5, ge=1, le=1000)
     summary_passage_words: int = Field(150, ge=10, le=10_000)
     summary_max_words: int = Field(80, ge=10, le=1000)
     top_k: int = Field(20, ge=1, le=100_000)
