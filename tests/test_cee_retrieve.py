@@ -1,7 +1,7 @@
 """CEE online retrieval with scripted probe/summary replies: rounds of Eq. 1, summaries, stop
 reasons, the variants (Table 2), run and trace tables, the flow's zero-call warm re-run, the two
 stages end to end on a fixture dataset, the shared scripted fixture's CEE branches, and
-PROMPTS.md kept in sync with the prompt texts."""
+PROMPTS.md and the README kept in sync with the prompt texts."""
 
 from __future__ import annotations
 
@@ -212,10 +212,11 @@ def test_shared_scripted_fixture_answers_every_cee_prompt() -> None:
         prompt.schema.model_validate_json(respond(messages, "scripted/demo"))
 
 
-def test_prompts_md_holds_every_prompt_text() -> None:
-    doc = (ROOT / "evichain/methods/cee/PROMPTS.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("doc_path", ["evichain/methods/cee/PROMPTS.md", "README.md"])
+def test_prompt_docs_hold_every_prompt_text(doc_path: str) -> None:
+    doc = (ROOT / doc_path).read_text(encoding="utf-8")
     for prompt in ALL_PROMPTS:
-        assert prompt.system in doc, f"PROMPTS.md is out of date for {prompt.key}"
+        assert prompt.system in doc, f"{doc_path} is out of date for {prompt.key}"
         assert prompt.key in doc
 
 
