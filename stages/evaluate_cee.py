@@ -8,11 +8,11 @@ pairs and facet queries the index holds, so the report can label a restricted ru
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
+from evichain.io import read_json, write_json
 from evichain.paths import DatasetPaths, ReportPaths
 
 app = typer.Typer(add_completion=False)
@@ -27,14 +27,13 @@ def facet_setup(paths: DatasetPaths) -> dict[str, object]:
     path = paths.usage("generate_facets")
     if not path.exists():  # facets.parquet made outside the generate_facets stage
         return {}
-    usage = json.loads(path.read_text())
+    usage = read_json(path)
     return {k: usage[k] for k in FACET_SETUP_KEYS if k in usage}
 
 
 @app.command()
 def main(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
-    from evichain.io import read_json, write_json
     from stages import evaluate
 
     method = f"cee-{variant}"

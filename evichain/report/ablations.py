@@ -123,14 +123,8 @@ def evireform_section(dataset: str, metrics: Mapping[str, Json],
         return ""
     parts = ["Reformulation × propagation (EviReform Table 3 shape; percentages):", "",
              render_plain_markdown(table), ""]
-    contrasts = evireform_contrasts(per_q, dataset, n_resamples=n_resamples)
-    if not contrasts.empty:
-        shown = contrasts.assign(**{"difference [95% CI]": [
-            ci_text(d, lo, hi, signed=True) for d, lo, hi in
-            zip(contrasts["difference"], contrasts["ci_low"], contrasts["ci_high"])]})
-        parts += ["Contrasts (points; paired bootstrap over the questions every cell answered, "
-                  f"{n_resamples:,} resamples):", "",
-                  render_plain_markdown(shown[["metric", "contrast", "n", "difference [95% CI]"]]), ""]
+    parts += contrast_markdown(evireform_contrasts(per_q, dataset, n_resamples=n_resamples),
+                               "every cell", n_resamples)
     parts += _pool_tables(metrics)
     return "\n".join(parts)
 
@@ -194,20 +188,27 @@ def cee_section(dataset: str, metrics: Mapping[str, Json],
     table = cee_ablation(metrics)
     if table.empty:
         return ""
-    parts = [facet_note(metrics), "",
-             "CEE ablations (paper Table 2 shape, with the main table's R@5 / MAP@10; "
-             "FSR@10 = Chain@10; percentages):", "", render_plain_markdown(table), ""]
+    note = facet_note(metrics)
+    parts = ([note, ""] if note else []) + [
+        "CEE ablations (paper Table 2 shape, with the main table's R@5 / MAP@10; "
+        "FSR@10 = Chain@10; percentages):", "", render_plain_markdown(table), ""]
     methods = {m for _, a, b in CEE_CONTRASTS for m in (a, b)}
     contrasts = paired_contrasts({m: t for m, t in (per_q or {}).items() if m in methods},
                                  dataset, CEE_CONTRASTS, CEE_METRICS, n_resamples)
-    if not contrasts.empty:
-        shown = contrasts.assign(**{"difference [95% CI]": [
-            ci_text(d, lo, hi, signed=True) for d, lo, hi in
-            zip(contrasts["difference"], contrasts["ci_low"], contrasts["ci_high"])]})
-        parts += ["Contrasts (points; paired bootstrap over the questions every listed method "
-                  f"answered, {n_resamples:,} resamples):", "",
-                  render_plain_markdown(shown[["metric", "contrast", "n", "difference [95% CI]"]]), ""]
-    return "\n".join(p for p in parts if p is not None)
+    return "\n".join(parts + contrast_markdown(contrasts, "every listed method", n_resamples))
+
+
+def contrast_markdown(contrasts: pd.DataFrame, over: str, n_resamples: int) -> list[str]:
+    """Lines of a :func:`paired_contrasts` table (difference with its CI), headed by what the
+    questions were paired over; [] when no contrast could be computed."""
+    if contrasts.empty:
+        return []
+    shown = contrasts.assign(**{"difference [95% CI]": [
+        ci_text(d, lo, hi, signed=True) for d, lo, hi in
+        zip(contrasts["difference"], contrasts["ci_low"], contrasts["ci_high"])]})
+    return [f"Contrasts (points; paired bootstrap over the questions {over} answered, "
+            f"{n_resamples:,} resamples):", "",
+            render_plain_markdown(shown[["metric", "contrast", "n", "difference [95% CI]"]]), ""]
 
 
 def _scores(metrics: Json, columns: Sequence[str]) -> dict[str, Any]:
