@@ -43,9 +43,11 @@ class DatasetPaths:
         return self.dir / "qa" / f"{method}.parquet"
 
     def per_question(self, method: str) -> Path:
-        """Per-question metrics live under ``artifacts/eval/<ds>/`` so that the report stage
-        can depend on the one ``artifacts/eval`` directory for every dataset."""
-        return self.root / "eval" / self.dataset / f"{method}.parquet"
+        """Per-question metrics: ``reports/eval/<ds>/<method>.parquet`` next to the artifacts
+        root (``<root>/../reports``). They are committed with the metrics JSON (small, not DVC
+        cached), so the report's paired bootstrap and ablation contrasts can be regenerated on a
+        clean clone, where the DVC-cached runs they came from are absent."""
+        return self.root.parent / "reports" / "eval" / self.dataset / f"{method}.parquet"
 
     def index_file(self, name: str) -> Path:
         return self.dir / "index" / name

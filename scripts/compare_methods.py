@@ -1,7 +1,7 @@
 """Paired bootstrap difference of two evaluated methods on one dataset.
 
 For each metric, ``mean(a − b)`` in points over the questions both methods were evaluated on
-(inner join on ``question_id`` of ``artifacts/eval/<dataset>/<method>.parquet``), with the 95%
+(inner join on ``question_id`` of ``reports/eval/<dataset>/<method>.parquet``), with the 95%
 percentile interval of 10,000 paired resamples, computed by the report's own contrast code
 (:func:`evichain.report.ablations.paired_contrasts`: seed ``seed_for(dataset, metric)``), so a
 contrast printed here and one printed in ``reports/README.md`` agree when they compare the same
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("a", help="method whose score comes first in a − b")
     parser.add_argument("b")
     parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS))
-    parser.add_argument("--eval-dir", type=Path, default=Path("artifacts/eval"))
+    parser.add_argument("--eval-dir", type=Path, default=Path("reports/eval"))
     args = parser.parse_args()
     print(render(contrast_rows(args.eval_dir, args.dataset, args.a, args.b, tuple(args.metrics)), args.a, args.b))
 

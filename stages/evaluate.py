@@ -1,8 +1,8 @@
 """DVC stage ``evaluate@<dataset>-<method>`` (retrieval) and ``evaluate_qa@…`` (answers).
 
-Retrieval: a run → ``artifacts/eval/<ds>/<method>.parquet`` (per question) and
+Retrieval: a run → ``reports/eval/<ds>/<method>.parquet`` (per question) and
 ``reports/metrics/<ds>/<method>.json`` (means, git-tracked for ``dvc metrics diff``).
-QA: answers → ``artifacts/eval/<ds>/qa-<method>.parquet`` and ``reports/metrics/<ds>/qa-<method>.json``
+QA: answers → ``reports/eval/<ds>/qa-<method>.parquet`` and ``reports/metrics/<ds>/qa-<method>.json``
 (EM/F1 as EviReform C.4). On 2Wiki (and the demo slice of it) the means cover the
 gold-reliable questions only when ``evaluate.twowiki_reliable_only`` is true (default).
 """

@@ -2,7 +2,7 @@
 
 Reads the answers (``qa/medqa-<method>.parquet``), judges each one with the benchmark's
 metrics for its question type (:mod:`evichain.qa.medical_metrics`) and writes
-``artifacts/eval/<ds>/medqa-<method>.parquet`` (per question: metrics, statement counts,
+``reports/eval/<ds>/medqa-<method>.parquet`` (per question: metrics, statement counts,
 statements and facts, parse repairs, judge and reader tokens, status),
 ``reports/metrics/<ds>/medqa-<method>.json`` (per-type metrics and counts, ACC, judge /
 reader / similarity models, tokens) and ``artifacts/<ds>/usage/evaluate_medical-<method>.json``

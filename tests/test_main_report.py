@@ -43,6 +43,22 @@ def test_bootstrap_section_pairs_methods(tmp_path: Path) -> None:
     assert set(boot.loc[boot["metric"] == "Recall@5", "method"]) == {"ref", "other"}
     assert "| ircot | 100.00 [100.00, 100.00] | N/A |" in md    # first-retrieval order: no CI
     assert "| other | N/E |" in md                                # no answers read: not evaluated
+    assert "Not in these CIs" not in md
+
+
+def test_methods_without_a_per_question_table_are_named(tmp_path: Path) -> None:
+    folder = tmp_path / "musique"
+    folder.mkdir()
+    qids = [f"q{i}" for i in range(20)]
+    for name in ("bm25", "dense"):
+        pd.DataFrame({"question_id": qids, "Recall@5": 0.5}).to_parquet(folder / f"{name}.parquet")
+    md, boot = mr.bootstrap_section(tmp_path, "musique", "bm25", ["Recall@5"], 200,
+                                    evaluated=["bm25", "dense", "hyde", "proprag"])
+    assert not boot.empty
+    assert md.endswith("re-run their evaluate stage): `hyde`, `proprag`.")
+    alone, _ = mr.bootstrap_section(tmp_path / "none", "musique", "bm25", ["Recall@5"], 200,
+                                    evaluated=["bm25"])
+    assert alone.startswith("Not in these CIs") and "`bm25`" in alone
 
 
 def test_per_dataset_blocks_keep_only_evaluated_methods(tmp_path: Path) -> None:

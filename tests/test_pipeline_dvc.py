@@ -89,3 +89,18 @@ def test_dense_param_change_invalidates_only_dense_stages(project: tuple[Path, d
     changed = set(json.loads(status))
     assert "retrieve_dense@demo" in changed
     assert not {s for s in changed if "bm25" in s or s.startswith("prepare")}
+
+
+@pytest.mark.slow
+def test_report_rebuilds_from_committed_files_alone(project: tuple[Path, dict[str, str]],
+                                                    tmp_path: Path) -> None:
+    """A clean clone has reports/ (metrics JSON, per-question tables) but no DVC-cached artifacts:
+    the report stage must rebuild the same report there, paired bootstrap CIs included."""
+    work, env = project
+    _run([DVC, "repro"], work, env)
+    clone = tmp_path / "clone"
+    shutil.copytree(work, clone, ignore=shutil.ignore_patterns("artifacts", ".dvc", "__pycache__"))
+    _run([sys.executable, "-m", "stages.report"], clone, {**env, "PYTHONPATH": str(clone)})
+    rebuilt = (clone / "reports/README.md").read_text()
+    assert rebuilt == (work / "reports/README.md").read_text()
+    assert "## Paired bootstrap: demo" in rebuilt and "Not in these CIs" not in rebuilt

@@ -39,7 +39,7 @@ def test_prepare_bm25_evaluate_are_byte_identical_across_runs(tmp_path: Path) ->
             assert result.exit_code == 0, result.output
         runs.append(_outputs(tmp_path))
     assert set(runs[0]) == {"artifacts/2wiki/corpus.parquet", "artifacts/2wiki/questions.parquet",
-                            "artifacts/2wiki/runs/bm25.parquet", "artifacts/eval/2wiki/bm25.parquet",
+                            "artifacts/2wiki/runs/bm25.parquet", "reports/eval/2wiki/bm25.parquet",
                             "reports/metrics/2wiki/bm25.json"}
     assert runs[0] == runs[1]
 

@@ -1,7 +1,7 @@
 """The paper-shaped main report (``reports/README.md``), EviReform §5, Tables 1-2 and A.1.
 
 Inputs are the metrics JSON of every dataset × method (``reports/metrics/<ds>/<m>.json``;
-answer metrics under ``qa-<m>``) and the per-question tables (``artifacts/eval/<ds>/<m>.parquet``).
+answer metrics under ``qa-<m>``) and the per-question tables (``reports/eval/<ds>/<m>.parquet``).
 Every table is preceded by the setup it was measured under.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from evichain.metrics.bootstrap import bootstrap_table
-from evichain.report.ablations import EVIREFORM_CELLS, cee_section, evireform_section
+from evichain.report.ablations import CEE_CONTRASTS, EVIREFORM_CELLS, cee_section, evireform_section
 from evichain.report.medical import medical_section
 from evichain.report.tables import (ci_text, definitions_markdown, render_bootstrap_markdown,
                                     render_markdown, render_plain_markdown)
@@ -32,13 +32,21 @@ def method_sections(metrics: Metrics, eval_root: Path, datasets: Sequence[str],
     """EviReform's 2×2 + pools and CEE's ablations for every dataset where they ran."""
     sections = []
     for ds in datasets:
-        found = metrics.get(ds, {})
+        found, tables = metrics.get(ds, {}), per_question_tables(eval_root / ds)
         if any(m in found for m, _, _ in EVIREFORM_CELLS):
-            md = evireform_section(ds, found, per_question_tables(eval_root / ds), n_resamples)
+            md = evireform_section(ds, found, tables, n_resamples)
+            cells = [m for m, _, _ in EVIREFORM_CELLS if m in found]
+            md = _with_line(md, missing_tables_line(ds, cells, tables))
             sections.append((f"EviReform ablation and pools: {ds}", md))
-        if cee := cee_section(ds, found, per_question_tables(eval_root / ds), n_resamples):
+        if cee := cee_section(ds, found, tables, n_resamples):
+            listed = [m for _, a, b in CEE_CONTRASTS for m in (a, b) if m in found]
+            cee = _with_line(cee, missing_tables_line(ds, listed, tables))
             sections.append((f"CEE ablations: {ds}", cee))
     return sections
+
+
+def _with_line(markdown: str, line: str) -> str:
+    return markdown if not line else f"{markdown.rstrip()}\n\n{line}"
 
 
 def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -129,12 +137,25 @@ def _blocks_markdown(table: pd.DataFrame, datasets: Sequence[str], counts: Mappi
     return parts
 
 
+def missing_tables_line(dataset: str, evaluated: Sequence[str], tables: Mapping[str, Any]) -> str:
+    """A sentence naming the methods with a metrics JSON on ``dataset`` but no per-question
+    table under ``reports/eval/<dataset>/`` (left out of every CI and contrast), '' if none."""
+    missing = sorted(set(evaluated) - set(tables))
+    if not missing:
+        return ""
+    return (f"Not in these CIs (metrics JSON but no per-question table `reports/eval/{dataset}/"
+            f"<method>.parquet`; re-run their evaluate stage): {', '.join(f'`{m}`' for m in missing)}.")
+
+
 def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Sequence[str],
-                      n_resamples: int) -> tuple[str, pd.DataFrame]:
-    """Paired-bootstrap CIs for one dataset (Table A.1 shape) from the per-question tables."""
-    per_q = without_unranked_recall(per_question_tables(eval_root / dataset))
+                      n_resamples: int, evaluated: Sequence[str] = ()) -> tuple[str, pd.DataFrame]:
+    """Paired-bootstrap CIs for one dataset (Table A.1 shape) from the per-question tables;
+    ``evaluated``: the methods with a metrics JSON there (those without a table are named)."""
+    tables = per_question_tables(eval_root / dataset)
+    missing = missing_tables_line(dataset, evaluated, tables)
+    per_q = without_unranked_recall(tables)
     if len(per_q) < 2:
-        return "", pd.DataFrame()
+        return missing, pd.DataFrame()
     boot = bootstrap_table(per_q, metrics, dataset, reference, n_resamples=n_resamples)
     if boot.empty:
         return "", boot
@@ -151,7 +172,7 @@ def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Se
                  "", render_bootstrap_markdown(boot)]
     else:
         text += ["", f"(`{reference}` was not evaluated on {dataset}: no difference table.)"]
-    return "\n".join(text), boot
+    return "\n".join(text + (["", missing] if missing else [])), boot
 
 
 def without_unranked_recall(per_q: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
