@@ -43,11 +43,9 @@ class DatasetPaths:
         return self.dir / "qa" / f"{method}.parquet"
 
     def per_question(self, method: str) -> Path:
-        """Per-question metrics: ``reports/eval/<ds>/<method>.parquet`` next to the artifacts
-        root (``<root>/../reports``). They are committed with the metrics JSON (small, not DVC
-        cached), so the report's paired bootstrap and ablation contrasts can be regenerated on a
-        clean clone, where the DVC-cached runs they came from are absent."""
-        return self.root.parent / "reports" / "eval" / self.dataset / f"{method}.parquet"
+        """Per-question metrics of this dataset, in the reports folder beside the artifacts root
+        (``<root>/../reports``): see :meth:`ReportPaths.per_question`."""
+        return ReportPaths(self.root.parent / "reports").per_question(self.dataset, method)
 
     def index_file(self, name: str) -> Path:
         return self.dir / "index" / name
@@ -61,6 +59,16 @@ class ReportPaths:
 
     def metrics(self, dataset: str, method: str) -> Path:
         return self.root / "metrics" / dataset / f"{method}.json"
+
+    @property
+    def per_question_root(self) -> Path:
+        return self.root / "eval"
+
+    def per_question(self, dataset: str, method: str) -> Path:
+        """``reports/eval/<ds>/<method>.parquet``: committed with the metrics JSON (small, not
+        DVC cached), so the report's paired bootstrap and ablation contrasts can be regenerated
+        on a clean clone, where the DVC-cached runs they came from are absent."""
+        return self.per_question_root / dataset / f"{method}.parquet"
 
     def plot_data(self, name: str) -> Path:
         return self.root / "plots" / f"{name}.csv"

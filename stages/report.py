@@ -74,7 +74,7 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     cost = mr.cost_table(metrics, p.datasets)  # type: ignore[attr-defined]
     boot_md, boots = [], []
     for ds in p.datasets:  # type: ignore[attr-defined]
-        md, boot = mr.bootstrap_section(Path("reports/eval"), ds, p.report.reference_method,  # type: ignore[attr-defined]
+        md, boot = mr.bootstrap_section(reports.per_question_root, ds, p.report.reference_method,  # type: ignore[attr-defined]
                                         p.report.bootstrap_metrics, p.report.bootstrap_resamples,  # type: ignore[attr-defined]
                                         evaluated=list(metrics.get(ds, {})))
         boot_md.append((ds, md))
@@ -84,7 +84,7 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     if not all_boot.empty and (all_boot["kind"] == "difference").any():
         paired_difference_figure(all_boot, reports.figure("paired_differences"))
         figures = [*figures, "figures/paired_differences.png"]
-    sections = mr.method_sections(metrics, Path("reports/eval"), p.datasets,  # type: ignore[attr-defined]
+    sections = mr.method_sections(metrics, reports.per_question_root, p.datasets,  # type: ignore[attr-defined]
                                   p.report.bootstrap_resamples)  # type: ignore[attr-defined]
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
                          sections, mr.question_counts(metrics)), reports.root / "README.md")

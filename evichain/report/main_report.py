@@ -158,7 +158,7 @@ def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Se
         return missing, pd.DataFrame()
     boot = bootstrap_table(per_q, metrics, dataset, reference, n_resamples=n_resamples)
     if boot.empty:
-        return "", boot
+        return missing, boot
     scores = boot[boot["kind"] == "score"]
     ci = scores.assign(ci=[ci_text(100 * m, 100 * lo, 100 * hi)
                            for m, lo, hi in zip(scores["mean"], scores["ci_low"], scores["ci_high"])])
@@ -172,7 +172,7 @@ def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Se
                  "", render_bootstrap_markdown(boot)]
     else:
         text += ["", f"(`{reference}` was not evaluated on {dataset}: no difference table.)"]
-    return "\n".join(text + (["", missing] if missing else [])), boot
+    return _with_line("\n".join(text), missing), boot
 
 
 def without_unranked_recall(per_q: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
