@@ -148,3 +148,37 @@ def test_bm25_retriever_and_stage_outputs(tmp_path: Path, monkeypatch: pytest.Mo
     assert evidence["position"].tolist() == [1, 2] * 2
     bad = CliRunner().invoke(app, ["--dataset", "toy", "--method", "flare"])
     assert bad.exit_code == 2
+
+
+def _iterative_matrices() -> dict[str, dict[str, Any]]:
+    stages = yaml.safe_load((Path(__file__).resolve().parents[1] / "dvc.yaml").read_text())["stages"]
+    return {name: stages[name] for name in ("retrieve_iterative", "retrieve_iterative_graph")}
+
+
+def test_dvc_retrieve_stages_split_by_what_each_method_reads() -> None:
+    """Only GeAR's stage depends on the EviReform index tables; both matrices list iterative.methods."""
+    stages = _iterative_matrices()
+    text, graph = (stages[n]["matrix"]["method"] for n in ("retrieve_iterative", "retrieve_iterative_graph"))
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    assert sorted(text + graph) == sorted(params["iterative"]["methods"]) == sorted(METHODS)
+    assert graph == ["gear"]
+    index_deps = [d for d in stages["retrieve_iterative_graph"]["deps"] if "/index/" in d]
+    assert len(index_deps) == 3
+    assert not [d for d in stages["retrieve_iterative"]["deps"] if "/index/" in d]
+    code = lambda name: [d for d in stages[name]["deps"] if not d.startswith("artifacts/")]  # noqa: E731
+    assert code("retrieve_iterative") == code("retrieve_iterative_graph")
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "gear"])
+def test_text_methods_need_no_index_tables(tmp_path: Path, method: str) -> None:
+    """What the text-only stage declares is all it reads: no proposition/entity tables on disk."""
+    from flows.iterative import iterative_flow
+
+    paths = DatasetPaths("toy", root=tmp_path / "artifacts")
+    write_parquet(corpus(), paths.corpus)
+    write_parquet(QUESTIONS, paths.questions)
+    set_responder(respond)
+    out = iterative_flow(paths, method, IterativeParams(), LLMParams(model="scripted/split"),
+                         EmbedParams(), BM25Params(), OrchestrationParams(max_workers=1))
+    assert not paths.index_file("propositions.parquet").exists()
+    assert set(out.trace["question_id"]) == {"q1", "q2"}
