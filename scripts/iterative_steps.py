@@ -1,0 +1,82 @@
+"""Where an iterative baseline found its gold passages: first retrieval step against later steps.
+
+Reads ``artifacts/<dataset>/traces/<method>.parquet`` (``step_retrieved_ids``: the passages each
+step retrieved, in step order) and ``artifacts/<dataset>/questions.parquet``
+(``gold_passage_ids``). A gold passage counts for the first step that retrieved it; shares are
+over all gold passages of the questions in the trace (micro average, percentages). Also prints
+stop reasons, repairs and per-question means, so the README's trace figures can be checked:
+
+    .venv/bin/python scripts/iterative_steps.py musique self_ask
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Sequence
+
+import pandas as pd
+
+from evichain.io import read_parquet
+from evichain.paths import DatasetPaths
+
+
+def first_step(gold: Sequence[str], steps: Sequence[Sequence[str]]) -> dict[str, int | None]:
+    """For each gold id, the 1-based index of the first step that retrieved it (None: never)."""
+    found: dict[str, int | None] = {g: None for g in gold}
+    for i, ids in enumerate(steps, start=1):
+        for pid in ids:
+            if pid in found and found[pid] is None:
+                found[pid] = i
+    return found
+
+
+def step_shares(traces: pd.DataFrame, questions: pd.DataFrame) -> dict[str, float | int]:
+    """Gold passages found at step 1, at a later step, never (percent of all gold passages), and
+    the number of questions that gain a gold passage after step 1."""
+    gold = questions.set_index("question_id")["gold_passage_ids"]
+    counts: Counter[str] = Counter()
+    gained = 0
+    for qid, steps in zip(traces["question_id"], traces["step_retrieved_ids"]):
+        found = first_step(list(gold[qid]), [list(s) for s in steps])
+        later = sum(1 for s in found.values() if s is not None and s > 1)
+        counts.update(first=sum(1 for s in found.values() if s == 1), later=later,
+                      never=sum(1 for s in found.values() if s is None))
+        gained += later > 0
+    total = sum(counts.values()) or 1
+    return {"gold_passages": total, "first_step_pct": round(100 * counts["first"] / total, 1),
+            "later_steps_pct": round(100 * counts["later"] / total, 1),
+            "never_pct": round(100 * counts["never"] / total, 1), "questions_gaining_later": gained}
+
+
+def summary(traces: pd.DataFrame) -> dict[str, object]:
+    """Stop reasons, repairs and per-question means of steps, calls, tokens and passages."""
+    repairs: Counter[str] = Counter()
+    for text in traces["repairs"]:
+        repairs.update(json.loads(text))
+    return {
+        "questions": len(traces),
+        "stop_reasons": dict(traces["stop_reason"].value_counts().sort_index()),
+        "repairs": dict(sorted(repairs.items())),
+        "steps_mean": round(float(traces["n_steps"].mean()), 2),
+        "llm_calls_mean": round(float(traces["n_llm_calls"].mean()), 2),
+        "tokens_mean": round(float((traces["prompt_tokens"] + traces["completion_tokens"]).mean()), 1),
+        "retrieved_mean": round(float(traces["retrieved_ids"].map(len).mean()), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset")
+    parser.add_argument("method")
+    args = parser.parse_args()
+    paths = DatasetPaths(args.dataset)
+    traces = read_parquet(paths.trace(args.method))
+    questions = read_parquet(paths.questions)
+    out = {**summary(traces), **step_shares(traces, questions)}
+    print(json.dumps(out, indent=1, default=int))
+
+
+if __name__ == "__main__":
+    main()
