@@ -4,7 +4,8 @@ Reads ``artifacts/<dataset>/traces/<method>.parquet`` (``step_retrieved_ids``: t
 step retrieved, in step order) and ``artifacts/<dataset>/questions.parquet``
 (``gold_passage_ids``). A gold passage counts for the first step that retrieved it; shares are
 over all gold passages of the questions in the trace (micro average, percentages). Also prints
-stop reasons, repairs and per-question means, so the README's trace figures can be checked:
+the stage's own trace summary (:func:`evichain.methods.iterative.common.summarize`: stop reasons,
+repairs, per-question means), so the README's trace figures can be checked:
 
     .venv/bin/python scripts/iterative_steps.py musique self_ask
 """
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from evichain.io import read_parquet
+from evichain.methods.iterative.common import summarize
 from evichain.paths import DatasetPaths
 
 
@@ -50,22 +52,6 @@ def step_shares(traces: pd.DataFrame, questions: pd.DataFrame) -> dict[str, floa
             "never_pct": round(100 * counts["never"] / total, 1), "questions_gaining_later": gained}
 
 
-def summary(traces: pd.DataFrame) -> dict[str, object]:
-    """Stop reasons, repairs and per-question means of steps, calls, tokens and passages."""
-    repairs: Counter[str] = Counter()
-    for text in traces["repairs"]:
-        repairs.update(json.loads(text))
-    return {
-        "questions": len(traces),
-        "stop_reasons": dict(traces["stop_reason"].value_counts().sort_index()),
-        "repairs": dict(sorted(repairs.items())),
-        "steps_mean": round(float(traces["n_steps"].mean()), 2),
-        "llm_calls_mean": round(float(traces["n_llm_calls"].mean()), 2),
-        "tokens_mean": round(float((traces["prompt_tokens"] + traces["completion_tokens"]).mean()), 1),
-        "retrieved_mean": round(float(traces["retrieved_ids"].map(len).mean()), 2),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -74,7 +60,7 @@ def main() -> None:
     paths = DatasetPaths(args.dataset)
     traces = read_parquet(paths.trace(args.method))
     questions = read_parquet(paths.questions)
-    out = {**summary(traces), **step_shares(traces, questions)}
+    out = {**summarize(args.method, traces), **step_shares(traces, questions)}
     print(json.dumps(out, indent=1, default=int))
 
 
