@@ -111,14 +111,14 @@ def _index_runs(evireform: tuple[str, ...], proprag: tuple[str, ...]) -> None:
 
 def _merge_caches(target: Path, extra: tuple[Path, ...]) -> None:
     """Copy the rows of ``extra`` recorded caches into ``target`` (first writer of a key wins)."""
-    import sqlite3
+    from evichain.llm.cache import LLMCache
 
-    with contextlib.closing(sqlite3.connect(target)) as conn:
+    store = LLMCache(target)
+    try:
         for path in extra:
-            conn.execute("ATTACH DATABASE ? AS extra", (str(path),))
-            conn.execute("INSERT OR IGNORE INTO responses SELECT * FROM extra.responses")
-            conn.commit()
-            conn.execute("DETACH DATABASE extra")
+            store.merge(path)
+    finally:
+        store.close()
 
 
 def _replayed_runs(cache: Path, evireform: tuple[str, ...], proprag: tuple[str, ...]) -> None:

@@ -1,5 +1,6 @@
-"""DVC stage ``retrieve_iterative@<dataset>-<method>``: one iterative baseline (IRCoT,
-Self-Ask, S2G-RAG, GeAR) on one dataset.
+"""DVC stages ``retrieve_iterative@<dataset>-<method>`` (IRCoT, Self-Ask, S2G-RAG: corpus only)
+and ``retrieve_iterative_graph@<dataset>-gear`` (GeAR: also the EviReform index): one iterative
+baseline on one dataset.
 
 Writes ``runs/<method>.parquet`` (passages by first retrieval, or GeAR's merged order; score
 1/rank), ``traces/<method>.parquet`` (one row per question: steps, queries, retrieved ids per
@@ -46,7 +47,9 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
                 "stop_reasons": summary["stop_reasons"], "llm_failures": summary["llm_failures"],
                 "llm_calls": summary["llm_usage"].get("calls", 0)}
 
-    run_stage(f"retrieve_iterative@{dataset}-{method}", body)
+    from evichain.methods.iterative.params import retrieve_stage_name
+
+    run_stage(retrieve_stage_name(dataset, method), body)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from evichain.config import BM25Params, EmbedParams, LLMParams, OrchestrationPar
 from evichain.io import read_json, read_parquet, write_parquet
 from evichain.llm.scripted import set_responder
 from evichain.methods.iterative.common import EVIDENCE_COLUMNS
-from evichain.methods.iterative.params import METHODS, IterativeParams
+from evichain.methods.iterative.params import (GRAPH_METHODS, METHODS, IterativeParams,
+                                               retrieve_stage_name)
 from evichain.paths import DatasetPaths
 from tests.test_iterative_methods import QUESTION, corpus, index_tables
 
@@ -161,7 +162,9 @@ def test_dvc_retrieve_stages_split_by_what_each_method_reads() -> None:
     text, graph = (stages[n]["matrix"]["method"] for n in ("retrieve_iterative", "retrieve_iterative_graph"))
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     assert sorted(text + graph) == sorted(params["iterative"]["methods"]) == sorted(METHODS)
-    assert graph == ["gear"]
+    assert graph == ["gear"] == sorted(GRAPH_METHODS)
+    assert retrieve_stage_name("musique", "gear") == "retrieve_iterative_graph@musique-gear"
+    assert retrieve_stage_name("musique", "ircot") == "retrieve_iterative@musique-ircot"
     index_deps = [d for d in stages["retrieve_iterative_graph"]["deps"] if "/index/" in d]
     assert len(index_deps) == 3
     assert not [d for d in stages["retrieve_iterative"]["deps"] if "/index/" in d]

@@ -9,6 +9,8 @@
 * Several processes may read and write at once: WAL journal, a busy timeout, ``INSERT OR
   IGNORE`` (the first writer of a key wins; all writers of one key wrote the same content
   for a deterministic model, and any validated answer is acceptable for a sampled one).
+* Recorded caches: :meth:`LLMCache.export` writes one run's rows to a compact file (committed
+  under ``reproduce/``); :meth:`LLMCache.merge` adds such a file's missing rows (``evichain cache``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,8 +125,75 @@ class LLMCache:
     def keys(self) -> set[str]:
         return {r[0] for r in self._connect().execute("SELECT key FROM responses")}
 
+    def merge(self, source: str | Path) -> int:
+        """Copy every row of the cache file ``source`` that this cache lacks; the number copied.
+
+        An existing key is kept (the same rule as :meth:`put`), so importing a recorded cache
+        never changes an answer already here; a long run resumed on a fresh machine after
+        importing the cache it recorded so far repeats none of its answered calls.
+        """
+        source = Path(source)
+        if not source.is_file():
+            raise FileNotFoundError(f"{source}: no such LLM cache file")
+        conn = self._connect()
+        before = self.count()
+        conn.execute("ATTACH DATABASE ? AS source", (str(source),))
+        try:
+            conn.execute("INSERT OR IGNORE INTO responses SELECT * FROM source.responses")
+        finally:
+            conn.execute("DETACH DATABASE source")
+        return self.count() - before
+
+    def export(self, dest: str | Path, *, since: float | None = None,
+               prompts: Sequence[str] = ()) -> int:
+        """Write the selected rows to a new, compact cache file ``dest``; the number written.
+
+        Selection: rows stored at or after the Unix time ``since`` (one run's answers on a
+        machine that also holds others), and with a prompt key ``<name>@<version>`` whose name
+        is in ``prompts`` (all when empty). ``dest`` must not exist: a recorded cache is a
+        committed artefact and is never overwritten in place.
+        """
+        dest = Path(dest)
+        if dest.exists():
+            raise FileExistsError(f"{dest}: exists; remove it first or choose another name")
+        where, args = _selection(since, prompts)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        out = LLMCache(dest)
+        conn = out._connect()
+        conn.execute("ATTACH DATABASE ? AS source", (str(self.path),))
+        try:
+            conn.execute(f"INSERT INTO responses SELECT * FROM source.responses{where}", args)
+        finally:
+            conn.execute("DETACH DATABASE source")
+        written = out.count()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute("VACUUM")
+        out.close()
+        return written
+
+    def summary(self) -> list[tuple[str, int, int, int]]:
+        """(prompt key, rows, prompt tokens, completion tokens) per prompt key, by key."""
+        return [tuple(r) for r in self._connect().execute(  # type: ignore[misc]
+            "SELECT prompt, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) "
+            "FROM responses GROUP BY prompt ORDER BY prompt")]
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _selection(since: float | None, prompts: Sequence[str]) -> tuple[str, list[Any]]:
+    """SQL ``WHERE`` clause and its arguments for :meth:`LLMCache.export`."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if since is not None:
+        clauses.append("created_at >= ?")
+        args.append(float(since))
+    if prompts:
+        clauses.append("(" + " OR ".join("substr(prompt, 1, ?) = ?" for _ in prompts) + ")")
+        for name in prompts:
+            args.extend([len(name) + 1, f"{name}@"])
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args

@@ -22,6 +22,15 @@ from evichain.config import Section
 
 MethodName = Literal["ircot", "self_ask", "s2g_rag", "gear"]
 METHODS: tuple[str, ...] = ("ircot", "self_ask", "s2g_rag", "gear")
+# Methods that read the EviReform proposition–entity index as well as the corpus (their DVC stage
+# is ``retrieve_iterative_graph@<ds>-<m>``, the others' ``retrieve_iterative@<ds>-<m>``).
+GRAPH_METHODS: frozenset[str] = frozenset({"gear"})
+
+
+def retrieve_stage_name(dataset: str, method: str) -> str:
+    """The DVC stage that runs ``method`` on ``dataset`` (see :data:`GRAPH_METHODS`)."""
+    family = "retrieve_iterative_graph" if method in GRAPH_METHODS else "retrieve_iterative"
+    return f"{family}@{dataset}-{method}"
 
 
 class IRCoTParams(Section):
