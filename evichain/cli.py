@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -52,7 +52,7 @@ def parse_time(text: str) -> float:
                                  "such as 2026-12-01T10:05") from None
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception) -> NoReturn:
     """Print ``exc`` as one error line and exit 2."""
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2)
@@ -63,7 +63,7 @@ def cache_stats(cache: CacheOption = None) -> None:
     """Rows, prompt tokens and completion tokens per prompt key."""
     store = LLMCache(cache)
     rows = store.summary()
-    typer.echo(f"{store.path}: {store.count()} responses")
+    typer.echo(f"{store.path}: {sum(r[1] for r in rows)} responses")
     for prompt, n, p_tok, c_tok in rows:
         typer.echo(f"  {prompt:<40} {n:>7} rows {p_tok:>11,} prompt {c_tok:>9,} completion")
 

@@ -21,7 +21,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,14 +136,9 @@ class LLMCache:
         source = Path(source)
         if not source.is_file():
             raise FileNotFoundError(f"{source}: no such LLM cache file")
-        conn = self._connect()
-        before = self.count()
-        conn.execute("ATTACH DATABASE ? AS source", (str(source),))
-        try:
-            conn.execute("INSERT OR IGNORE INTO responses SELECT * FROM source.responses")
-        finally:
-            conn.execute("DETACH DATABASE source")
-        return self.count() - before
+        with _attached(self._connect(), source) as conn:
+            cur = conn.execute("INSERT OR IGNORE INTO responses SELECT * FROM source.responses")
+        return cur.rowcount
 
     def export(self, dest: str | Path, *, since: float | None = None,
                prompts: Sequence[str] = ()) -> int:
@@ -159,13 +155,9 @@ class LLMCache:
         where, args = _selection(since, prompts)
         dest.parent.mkdir(parents=True, exist_ok=True)
         out = LLMCache(dest)
-        conn = out._connect()
-        conn.execute("ATTACH DATABASE ? AS source", (str(self.path),))
-        try:
-            conn.execute(f"INSERT INTO responses SELECT * FROM source.responses{where}", args)
-        finally:
-            conn.execute("DETACH DATABASE source")
-        written = out.count()
+        with _attached(out._connect(), self.path) as conn:
+            written = conn.execute(f"INSERT INTO responses SELECT * FROM source.responses{where}",
+                                   args).rowcount
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.execute("PRAGMA journal_mode=DELETE")
         conn.execute("VACUUM")
@@ -183,6 +175,16 @@ class LLMCache:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+@contextmanager
+def _attached(conn: sqlite3.Connection, path: Path) -> Iterator[sqlite3.Connection]:
+    """``conn`` with the cache file ``path`` attached as schema ``source`` for the block."""
+    conn.execute("ATTACH DATABASE ? AS source", (str(path),))
+    try:
+        yield conn
+    finally:
+        conn.execute("DETACH DATABASE source")
 
 
 def _selection(since: float | None, prompts: Sequence[str]) -> tuple[str, list[Any]]:
