@@ -72,9 +72,11 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     main = mr.main_table(metrics, p.datasets, ["Recall@5", "Recall@10", "F1", "EM"])  # type: ignore[attr-defined]
     decomposition = mr.main_table(metrics, p.datasets, ["Hit@5", "Recall@5", "Chain@5"])  # type: ignore[attr-defined]
     cost = mr.cost_table(metrics, p.datasets)  # type: ignore[attr-defined]
+    per_q = {ds: mr.per_question_tables(reports.per_question_root / ds)
+             for ds in p.datasets}  # type: ignore[attr-defined]
     boot_md, boots = [], []
     for ds in p.datasets:  # type: ignore[attr-defined]
-        md, boot = mr.bootstrap_section(reports.per_question_root, ds, p.report.reference_method,  # type: ignore[attr-defined]
+        md, boot = mr.bootstrap_section(per_q[ds], ds, p.report.reference_method,  # type: ignore[attr-defined]
                                         p.report.bootstrap_metrics, p.report.bootstrap_resamples,  # type: ignore[attr-defined]
                                         evaluated=list(metrics.get(ds, {})))
         boot_md.append((ds, md))
@@ -84,7 +86,7 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     if not all_boot.empty and (all_boot["kind"] == "difference").any():
         paired_difference_figure(all_boot, reports.figure("paired_differences"))
         figures = [*figures, "figures/paired_differences.png"]
-    sections = mr.method_sections(metrics, reports.per_question_root, p.datasets,  # type: ignore[attr-defined]
+    sections = mr.method_sections(metrics, per_q, p.datasets,  # type: ignore[attr-defined]
                                   p.report.bootstrap_resamples)  # type: ignore[attr-defined]
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
                          sections, mr.question_counts(metrics)), reports.root / "README.md")

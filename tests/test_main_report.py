@@ -36,7 +36,7 @@ def test_bootstrap_section_pairs_methods(tmp_path: Path) -> None:
         pd.DataFrame({"question_id": qids, "Recall@5": rng.binomial(1, p, 50).astype(float),
                       "gold_reliable": True}).to_parquet(folder / f"{name}.parquet")
     pd.DataFrame({"question_id": qids, "EM": 1.0, "F1": 1.0}).to_parquet(folder / "qa-ircot.parquet")
-    md, boot = mr.bootstrap_section(tmp_path, "2wiki", "ref", ["Recall@5", "EM"], 500)
+    md, boot = mr.bootstrap_section(mr.per_question_tables(folder), "2wiki", "ref", ["Recall@5", "EM"], 500)
     diff = boot[(boot["kind"] == "difference") & (boot["metric"] == "Recall@5")].iloc[0]
     assert diff["comparator"] == "other" and diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
     assert "Difference [95% CI]" in md
@@ -52,11 +52,11 @@ def test_methods_without_a_per_question_table_are_named(tmp_path: Path) -> None:
     qids = [f"q{i}" for i in range(20)]
     for name in ("bm25", "dense"):
         pd.DataFrame({"question_id": qids, "Recall@5": 0.5}).to_parquet(folder / f"{name}.parquet")
-    md, boot = mr.bootstrap_section(tmp_path, "musique", "bm25", ["Recall@5"], 200,
+    md, boot = mr.bootstrap_section(mr.per_question_tables(folder), "musique", "bm25", ["Recall@5"], 200,
                                     evaluated=["bm25", "dense", "hyde", "proprag"])
     assert not boot.empty
     assert md.endswith("re-run their evaluate stage): `hyde`, `proprag`.")
-    alone, _ = mr.bootstrap_section(tmp_path / "none", "musique", "bm25", ["Recall@5"], 200,
+    alone, _ = mr.bootstrap_section(mr.per_question_tables(tmp_path / "none"), "musique", "bm25", ["Recall@5"], 200,
                                     evaluated=["bm25"])
     assert alone.startswith("Not in these CIs") and "`bm25`" in alone
 

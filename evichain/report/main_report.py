@@ -27,12 +27,13 @@ Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method �
 NO_RANKING: frozenset[str] = frozenset({"ircot", "self_ask", "s2g_rag", "gear"})
 
 
-def method_sections(metrics: Metrics, eval_root: Path, datasets: Sequence[str],
-                    n_resamples: int) -> list[tuple[str, str]]:
-    """EviReform's 2×2 + pools and CEE's ablations for every dataset where they ran."""
+def method_sections(metrics: Metrics, per_q: Mapping[str, Mapping[str, pd.DataFrame]],
+                    datasets: Sequence[str], n_resamples: int) -> list[tuple[str, str]]:
+    """EviReform's 2×2 + pools and CEE's ablations for every dataset where they ran;
+    ``per_q``: dataset → :func:`per_question_tables` of it."""
     sections = []
     for ds in datasets:
-        found, tables = metrics.get(ds, {}), per_question_tables(eval_root / ds)
+        found, tables = metrics.get(ds, {}), per_q.get(ds, {})
         if any(m in found for m, _, _ in EVIREFORM_CELLS):
             md = evireform_section(ds, found, tables, n_resamples)
             cells = [m for m, _, _ in EVIREFORM_CELLS if m in found]
@@ -147,11 +148,12 @@ def missing_tables_line(dataset: str, evaluated: Sequence[str], tables: Mapping[
             f"<method>.parquet`; re-run their evaluate stage): {', '.join(f'`{m}`' for m in missing)}.")
 
 
-def bootstrap_section(eval_root: Path, dataset: str, reference: str, metrics: Sequence[str],
-                      n_resamples: int, evaluated: Sequence[str] = ()) -> tuple[str, pd.DataFrame]:
-    """Paired-bootstrap CIs for one dataset (Table A.1 shape) from the per-question tables;
-    ``evaluated``: the methods with a metrics JSON there (those without a table are named)."""
-    tables = per_question_tables(eval_root / dataset)
+def bootstrap_section(tables: Mapping[str, pd.DataFrame], dataset: str, reference: str,
+                      metrics: Sequence[str], n_resamples: int, evaluated: Sequence[str] = ()
+                      ) -> tuple[str, pd.DataFrame]:
+    """Paired-bootstrap CIs for one dataset (Table A.1 shape) from its per-question tables
+    (:func:`per_question_tables`); ``evaluated``: the methods with a metrics JSON there (those
+    without a table are named)."""
     missing = missing_tables_line(dataset, evaluated, tables)
     per_q = without_unranked_recall(tables)
     if len(per_q) < 2:
