@@ -24,7 +24,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from evichain.config import ParamsError, load_params
-from evichain.llm.cache import LLMCache
+from evichain.llm.cache import LLMCache, default_cache_path, read_summary
 
 app = typer.Typer(help="evichain: LLM cache tools and a params check (run stages with dvc repro).",
                   no_args_is_help=True, add_completion=False)
@@ -60,10 +60,13 @@ def _fail(exc: Exception) -> NoReturn:
 
 @cache_app.command("stats")
 def cache_stats(cache: CacheOption = None) -> None:
-    """Rows, prompt tokens and completion tokens per prompt key."""
-    store = LLMCache(cache)
-    rows = store.summary()
-    typer.echo(f"{store.path}: {sum(r[1] for r in rows)} responses")
+    """Rows, prompt tokens and completion tokens per prompt key (the file opened read-only)."""
+    path = cache or default_cache_path()
+    try:
+        rows = read_summary(path)
+    except FileNotFoundError as exc:
+        _fail(exc)
+    typer.echo(f"{path}: {sum(r[1] for r in rows)} responses")
     for prompt, n, p_tok, c_tok in rows:
         typer.echo(f"  {prompt:<40} {n:>7} rows {p_tok:>11,} prompt {c_tok:>9,} completion")
 

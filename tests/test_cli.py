@@ -107,6 +107,21 @@ def test_stats_counts_rows_and_tokens_per_prompt(tmp_path: Path) -> None:
     assert "3 responses" in result.output and "p@v1" in result.output
 
 
+def test_stats_leaves_a_recorded_cache_file_untouched(tmp_path: Path) -> None:
+    source = LLMCache(tmp_path / "machine.sqlite")
+    _put(source, "a", "p@v1", "x", tokens=3)
+    recorded = tmp_path / "recorded.sqlite"
+    source.export(recorded)
+    before = recorded.read_bytes()
+    result = runner.invoke(app, ["cache", "stats", "--cache", str(recorded)])
+    assert result.exit_code == 0 and "1 responses" in result.output
+    assert recorded.read_bytes() == before                      # still DELETE journal, same bytes
+    assert not any(p.name.startswith("recorded.sqlite-") for p in tmp_path.iterdir())  # no -wal
+    missing = runner.invoke(app, ["cache", "stats", "--cache", str(tmp_path / "none.sqlite")])
+    assert missing.exit_code == 2 and "no such LLM cache file" in missing.output
+    assert not (tmp_path / "none.sqlite").exists()
+
+
 def test_parse_time_accepts_unix_seconds_and_iso_and_names_bad_input() -> None:
     assert parse_time("1764583550") == 1764583550.0
     assert parse_time("2026-12-01T10:05:00+00:00") == 1796119500.0

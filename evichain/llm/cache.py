@@ -31,6 +31,9 @@ import platformdirs
 
 CACHE_VERSION = "1"
 
+_SUMMARY = ("SELECT prompt, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) "
+            "FROM responses GROUP BY prompt ORDER BY prompt")
+
 
 def default_cache_path() -> Path:
     """``$EVICHAIN_LLM_CACHE`` or the per-user cache directory."""
@@ -166,15 +169,26 @@ class LLMCache:
 
     def summary(self) -> list[tuple[str, int, int, int]]:
         """(prompt key, rows, prompt tokens, completion tokens) per prompt key, by key."""
-        return [tuple(r) for r in self._connect().execute(  # type: ignore[misc]
-            "SELECT prompt, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) "
-            "FROM responses GROUP BY prompt ORDER BY prompt")]
+        return [tuple(r) for r in self._connect().execute(_SUMMARY)]  # type: ignore[misc]
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def read_summary(path: str | Path) -> list[tuple[str, int, int, int]]:
+    """:meth:`LLMCache.summary` of the cache file ``path``, opened read-only: a committed
+    recorded cache is left byte-for-byte as it is (no WAL switch, no schema, no new file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such LLM cache file")
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return [tuple(r) for r in conn.execute(_SUMMARY)]  # type: ignore[misc]
+    finally:
+        conn.close()
 
 
 @contextmanager
