@@ -151,6 +151,36 @@ def test_bm25_retriever_and_stage_outputs(tmp_path: Path, monkeypatch: pytest.Mo
     assert bad.exit_code == 2
 
 
+def test_stage_fails_when_too_many_episodes_end_on_an_llm_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per request 1 failure of 4 passes a 0.4 limit, but 1 of 2 episodes ending on it does not;
+    the tables are written first (the failure is a trace row)."""
+    from typer.testing import CliRunner
+
+    from stages.retrieve_iterative import app
+
+    monkeypatch.chdir(tmp_path)
+    write_dataset(Path("artifacts"))
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params["llm"].update(model="scripted/stage-fail", max_failure_rate=0.4)
+    params["iterative"] = {"retriever": "bm25", "ircot": {"k": 2}}
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+
+    def erstein_fails(messages: list[dict[str, Any]], model: str) -> str:
+        asks = messages[0]["content"].startswith("You answer a multi-hop question by self-ask")
+        erstein = json.loads(messages[1]["content"]).get("question") == "Where is Erstein?"
+        return "not json" if asks and erstein else respond(messages, model)
+
+    set_responder(erstein_fails)
+    result = CliRunner().invoke(app, ["--dataset", "toy", "--method", "self_ask"])
+    assert result.exit_code == 2 and "questions (episode ended by an LLM failure)" in result.output
+    usage = read_json(DatasetPaths("toy").usage("retrieve-self_ask"))
+    assert usage["llm_failures"] == 1 and usage["llm_usage"]["failures"] == 1
+    assert usage["llm_usage"]["requests"] >= 3
+    trace = read_parquet(DatasetPaths("toy").trace("self_ask")).set_index("question_id")
+    assert trace.loc["q2", "stop_reason"] == "llm_failure"
+
+
 def _iterative_matrices() -> dict[str, dict[str, Any]]:
     stages = yaml.safe_load((Path(__file__).resolve().parents[1] / "dvc.yaml").read_text())["stages"]
     return {name: stages[name] for name in ("retrieve_iterative", "retrieve_iterative_graph")}
