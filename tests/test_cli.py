@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evichain.cli import app, parse_time
-from evichain.llm.cache import CachedResponse, LLMCache
+from evichain.llm.cache import CachedResponse, LLMCache, read_summary
 
 runner = CliRunner()
 
@@ -100,8 +100,8 @@ def test_stats_counts_rows_and_tokens_per_prompt(tmp_path: Path) -> None:
     _put(cache, "a", "p@v1", "x", tokens=7)
     _put(cache, "b", "p@v1", "y", tokens=5)
     _put(cache, "c", "q@v2", "z", tokens=1)
-    assert cache.summary() == [("p@v1", 2, 12, 2), ("q@v2", 1, 1, 1)]
     cache.close()
+    assert read_summary(path) == [("p@v1", 2, 12, 2), ("q@v2", 1, 1, 1)]
     result = runner.invoke(app, ["cache", "stats", "--cache", str(path)])
     assert result.exit_code == 0
     assert "3 responses" in result.output and "p@v1" in result.output

@@ -167,10 +167,6 @@ class LLMCache:
         out.close()
         return written
 
-    def summary(self) -> list[tuple[str, int, int, int]]:
-        """(prompt key, rows, prompt tokens, completion tokens) per prompt key, by key."""
-        return [tuple(r) for r in self._connect().execute(_SUMMARY)]  # type: ignore[misc]
-
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
@@ -179,8 +175,9 @@ class LLMCache:
 
 
 def read_summary(path: str | Path) -> list[tuple[str, int, int, int]]:
-    """:meth:`LLMCache.summary` of the cache file ``path``, opened read-only: a committed
-    recorded cache is left byte-for-byte as it is (no WAL switch, no schema, no new file)."""
+    """(prompt key, rows, prompt tokens, completion tokens) per prompt key, by key, of the
+    cache file ``path``, opened read-only: a committed recorded cache is left byte-for-byte as
+    it is (no WAL switch, no schema, no new file)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such LLM cache file")
