@@ -3,7 +3,9 @@
 Reads ``artifacts/<dataset>/traces/<method>.parquet`` (``step_retrieved_ids``: the passages each
 step retrieved, in step order) and ``artifacts/<dataset>/questions.parquet``
 (``gold_passage_ids``). A gold passage counts for the first step that retrieved it; shares are
-over all gold passages of the questions in the trace (micro average, percentages). Also prints
+over all gold passages of the questions in the trace (micro average, percentages). For GeAR, whose traces also hold ``expanded_ids`` (the passages
+each step's graph expansion added), the gold passages that only an expansion reached are
+counted apart (they are in "never" of the step shares, which count retrieval only). Also prints
 the stage's own trace summary (:func:`evichain.methods.iterative.common.summarize`: stop reasons,
 repairs, per-question means), so the README's trace figures can be checked:
 
@@ -52,6 +54,23 @@ def step_shares(traces: pd.DataFrame, questions: pd.DataFrame) -> dict[str, floa
             "never_pct": round(100 * counts["never"] / total, 1), "questions_gaining_later": gained}
 
 
+def expansion_only(traces: pd.DataFrame, questions: pd.DataFrame) -> dict[str, float | int]:
+    """Gold passages reached by a graph expansion (``expanded_ids``) and by no retrieval step
+    (percent of all gold passages), and the questions with at least one; {} without expansions."""
+    if "expanded_ids" not in traces:
+        return {}
+    gold = questions.set_index("question_id")["gold_passage_ids"]
+    only = gained = total = 0
+    for qid, steps, expanded in zip(traces["question_id"], traces["step_retrieved_ids"],
+                                    traces["expanded_ids"]):
+        retrieved = {pid for ids in steps for pid in ids}
+        reached = {pid for ids in expanded for pid in ids} - retrieved
+        n = len(set(gold[qid]) & reached)
+        only, gained, total = only + n, gained + (n > 0), total + len(gold[qid])
+    return {"expansion_only_pct": round(100 * only / (total or 1), 1),
+            "questions_gaining_by_expansion": gained}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -60,7 +79,8 @@ def main() -> None:
     paths = DatasetPaths(args.dataset)
     traces = read_parquet(paths.trace(args.method))
     questions = read_parquet(paths.questions)
-    out = {**summarize(args.method, traces), **step_shares(traces, questions)}
+    out = {**summarize(args.method, traces), **step_shares(traces, questions),
+           **expansion_only(traces, questions)}
     print(json.dumps(out, indent=1, default=int))
 
 

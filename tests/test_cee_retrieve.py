@@ -227,21 +227,3 @@ def fake_embeddings(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(flows.cee, "encode_all", lambda texts, *a, **k: fake_encode(list(texts)))
     monkeypatch.setattr(flows.cee, "get_embedder", lambda embed: _FakeEmbedder())
-
-
-def test_paper_shaped_tables(tmp_path: Path) -> None:
-    from evichain.io import write_json
-    from evichain.methods.cee.tables import ablation_table, main_table
-    from evichain.paths import ReportPaths
-
-    reports = ReportPaths(root=tmp_path)
-    for i, method in enumerate(["dense", "cee-full", "cee-no_coverage"]):
-        write_json({"Recall@5": 0.5 + i / 10, "Recall@10": 0.6, "MAP@10": 0.25, "nDCG@10": 0.123456,
-                    "Chain@10": 0.5}, reports.metrics("demo", method))
-    main = main_table("demo", ("dense", "cee-full"), reports=reports).splitlines()
-    assert main[0] == "| method | R@5 | MAP@10 | nDCG@10 | FSR@10 |"
-    assert main[3] == "| cee-full | 60.00 | 25.00 | 12.35 | 50.00 |"
-    ablation = ablation_table("demo", reports=reports).splitlines()
-    assert ablation[0] == "| method | R@10 | nDCG@10 | FSR@10 |"
-    assert ablation[3] == "| ours | 60.00 | 12.35 | 50.00 |"
-    assert ablation[5] == "| w/o Contrastive Evidence Refinement | n/a | n/a | n/a |"

@@ -153,13 +153,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 """Table 2 variants: ``full`` = ``cee`` as written; the others switch one component off."""
 
-VARIANT_LABELS: dict[str, str] = {
-    "full": "ours",
-    "no_coverage": "w/o Coverage-aware Final Ranking",
-    "no_contrastive": "w/o Contrastive Evidence Refinement",
-    "no_sequential": "w/o Sequential Evidence Exploration",
-}
-
 
 def variant_params(params: CEEParams, variant: str) -> CEEParams:
     """``params`` with the switches of ``variant`` applied (validated again)."""
