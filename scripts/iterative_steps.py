@@ -3,11 +3,12 @@
 Reads ``artifacts/<dataset>/traces/<method>.parquet`` (``step_retrieved_ids``: the passages each
 step retrieved, in step order) and ``artifacts/<dataset>/questions.parquet``
 (``gold_passage_ids``). A gold passage counts for the first step that retrieved it; shares are
-over all gold passages of the questions in the trace (micro average, percentages). For GeAR, whose traces also hold ``expanded_ids`` (the passages
-each step's graph expansion added), the gold passages that only an expansion reached are
-counted apart (they are in "never" of the step shares, which count retrieval only). Also prints
-the stage's own trace summary (:func:`evichain.methods.iterative.common.summarize`: stop reasons,
-repairs, per-question means), so the README's trace figures can be checked:
+over all gold passages of the questions in the trace (micro average, percentages). For GeAR,
+whose traces also hold ``expanded_ids`` (the passages each step's graph expansion added), the
+gold passages that only an expansion reached are counted apart (they are in "never" of the step
+shares, which count retrieval only). Also prints the stage's own trace summary
+(:func:`evichain.methods.iterative.common.summarize`: stop reasons, repairs, per-question
+means), so the README's trace figures can be checked:
 
     .venv/bin/python scripts/iterative_steps.py musique self_ask
 """
