@@ -89,7 +89,8 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     sections = mr.method_sections(metrics, per_q, p.datasets,  # type: ignore[attr-defined]
                                   p.report.bootstrap_resamples)  # type: ignore[attr-defined]
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
-                         sections, mr.question_counts(metrics)), reports.root / "README.md")
+                         sections, mr.question_counts(metrics),
+                         mr.pending_line(_scheduled(p), metrics)), reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}  # type: ignore[attr-defined]
 
 
@@ -102,6 +103,21 @@ def _not_run(params: object) -> list[str]:
         return []
     return [f"`cross_encoder` (`{model}`, rerank over the dense top "
             f"{params.rerank.pool_size}): no offline weights"]  # type: ignore[attr-defined]
+
+
+def _scheduled(params: object) -> dict[str, list[str]]:
+    """dataset → the retrieval methods ``dvc.yaml``'s stage matrices run there, named as their
+    metrics files (``reports/metrics/<ds>/<name>.json``)."""
+    p = params  # type: ignore[assignment]
+    out: dict[str, list[str]] = {ds: list(p.retrieval_methods) for ds in p.datasets}  # type: ignore[attr-defined]
+    baselines = [*(f"rerank-{m}" for m in p.rerank.methods), *p.expansion.methods,  # type: ignore[attr-defined]
+                 *p.iterative.methods, *p.graph.methods]  # type: ignore[attr-defined]
+    for datasets, names in ((p.evireform_datasets, [f"evireform-{v}" for v in p.evireform_variants]),  # type: ignore[attr-defined]
+                            (p.cee_datasets, [f"cee-{v}" for v in p.cee_variants]),  # type: ignore[attr-defined]
+                            (p.baseline_datasets, baselines)):  # type: ignore[attr-defined]
+        for ds in datasets:
+            out.setdefault(ds, []).extend(names)
+    return out
 
 
 def _header() -> str:

@@ -91,3 +91,17 @@ def test_retrieval_report_marks_first_retrieval_order() -> None:
     md = dataset_section("musique", {"dense": values, "ircot": values}, "Setup.", None)
     assert "| ircot |" in md and "ircot: iterative methods return evidence, not a ranking" in md
     assert "not a ranking" not in dataset_section("musique", {"dense": values}, "Setup.", None)
+
+
+def test_pending_line_names_scheduled_methods_without_metrics(tmp_path: Path) -> None:
+    _write(tmp_path, "musique", "bm25", {"n_questions": 100, "Recall@5": 0.4})
+    _write(tmp_path, "musique", "gear", {"n_questions": 100, "Recall@5": 0.5})
+    metrics = mr.load_metrics(tmp_path, ["musique", "demo"])
+    line = mr.pending_line({"musique": ["bm25", "gear", "s2g_rag", "s2g_rag"], "demo": ["bm25"]},
+                           metrics)
+    assert "musique: `s2g_rag`" in line and "`gear`" not in line
+    assert "demo: `bm25`" in line and line.count("s2g_rag") == 1
+    _write(tmp_path, "musique", "s2g_rag", {"n_questions": 100})
+    _write(tmp_path, "demo", "bm25", {"n_questions": 4})
+    assert mr.pending_line({"musique": ["s2g_rag"], "demo": ["bm25"]},
+                           mr.load_metrics(tmp_path, ["musique", "demo"])) == ""

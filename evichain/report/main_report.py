@@ -138,6 +138,21 @@ def _blocks_markdown(table: pd.DataFrame, datasets: Sequence[str], counts: Mappi
     return parts
 
 
+def pending_line(scheduled: Mapping[str, Sequence[str]], metrics: Metrics) -> str:
+    """A sentence naming, per dataset, the methods ``dvc.yaml``'s matrices schedule there
+    (``scheduled``: dataset → metrics-file names) that have no metrics JSON yet, so no row in
+    the tables: their stages have not run on the machine that made this report. '' if none."""
+    parts = []
+    for ds, methods in scheduled.items():
+        missing = [m for m in dict.fromkeys(methods) if m not in metrics.get(ds, {})]
+        if missing:
+            parts.append(f"{ds}: {', '.join(f'`{m}`' for m in missing)}")
+    if not parts:
+        return ""
+    return ("Pending (scheduled by `dvc.yaml`, stage not yet run, so no row above; `dvc repro` "
+            f"runs them): {'; '.join(parts)}.")
+
+
 def missing_tables_line(dataset: str, evaluated: Sequence[str], tables: Mapping[str, Any]) -> str:
     """A sentence naming the methods with a metrics JSON on ``dataset`` but no per-question
     table under ``reports/eval/<dataset>/`` (left out of every CI and contrast), '' if none."""
@@ -210,11 +225,11 @@ def per_question_tables(folder: Path) -> dict[str, pd.DataFrame]:
 def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd.DataFrame,
            bootstrap_md: Sequence[tuple[str, str]], figures: Sequence[str],
            not_run: Sequence[str] = (), method_sections: Sequence[tuple[str, str]] = (),
-           counts: Mapping[str, int] | None = None) -> str:
+           counts: Mapping[str, int] | None = None, pending: str = "") -> str:
     """The whole report as Markdown (``not_run``: methods that cannot run here, and why;
     ``method_sections``: (title, Markdown) of the methods' ablation analyses; ``counts``:
-    questions per dataset for the headings). The three wide tables are shown one dataset at a
-    time, each with only the methods evaluated there."""
+    questions per dataset for the headings; ``pending``: :func:`pending_line`). The three wide
+    tables are shown one dataset at a time, each with only the methods evaluated there."""
     datasets = list(dict.fromkeys(c.split(" ", 1)[0] for c in main.columns))
     counts = counts or {}
     tokens_kwargs = {"percent": False, "decimals": 1, "lower_is_better": ("retrieval", "reader")}
@@ -228,6 +243,7 @@ def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd
              "## Main table (EviReform Table 1 shape: R@5, R@10, F1, EM)", "", setup, "",
              *_blocks_markdown(main, datasets, counts),
              *([f"Not run: {'; '.join(not_run)}.", ""] if not_run else []),
+             *([pending, ""] if pending else []),
              "## Retrieval decomposition at K = 5 (Table 2 shape: Hit@5 / Recall@5 / Chain@5)", "",
              setup, "", *_blocks_markdown(decomposition, datasets, counts),
              "## LLM tokens per question", "", setup, "",
