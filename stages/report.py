@@ -108,9 +108,11 @@ def _not_run(params: object) -> list[str]:
 def _scheduled(params: object) -> dict[str, list[str]]:
     """dataset → the retrieval methods ``dvc.yaml``'s stage matrices run there, named as their
     metrics files (``reports/metrics/<ds>/<name>.json``)."""
+    from evichain.methods.rerank.params import run_name
+
     p = params  # type: ignore[assignment]
     out: dict[str, list[str]] = {ds: list(p.retrieval_methods) for ds in p.datasets}  # type: ignore[attr-defined]
-    baselines = [*(f"rerank-{m}" for m in p.rerank.methods), *p.expansion.methods,  # type: ignore[attr-defined]
+    baselines = [*map(run_name, p.rerank.methods), *p.expansion.methods,  # type: ignore[attr-defined]
                  *p.iterative.methods, *p.graph.methods]  # type: ignore[attr-defined]
     for datasets, names in ((p.evireform_datasets, [f"evireform-{v}" for v in p.evireform_variants]),  # type: ignore[attr-defined]
                             (p.cee_datasets, [f"cee-{v}" for v in p.cee_variants]),  # type: ignore[attr-defined]
