@@ -8,10 +8,14 @@ figures), ``reports/retrieval.md`` (one methods × metrics table per dataset),
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from stages._common import run_stage
+
+if TYPE_CHECKING:
+    from evichain.config import Params
 
 app = typer.Typer(add_completion=False)
 
@@ -28,7 +32,7 @@ def main(params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> N
     run_stage("report", body)
 
 
-def _retrieval_report(params: object) -> list[str]:
+def _retrieval_report(p: Params) -> list[str]:
     import pandas as pd
 
     from evichain.io import read_json, write_text
@@ -36,17 +40,16 @@ def _retrieval_report(params: object) -> list[str]:
     from evichain.report import retrieval_report as rr
     from evichain.report.figures import recall_at_k_figure
 
-    p = params  # type: ignore[assignment]
     reports = ReportPaths()
     sections, curve, figures = [], [], []
-    for ds in p.datasets:  # type: ignore[attr-defined]
+    for ds in p.datasets:
         folder = reports.root / "metrics" / ds
         metrics = {f.stem: read_json(f) for f in sorted(folder.glob("*.json"))
                    if not f.stem.startswith(("qa-", "medqa-"))} if folder.exists() else {}
         scored = {m: v for m, v in metrics.items() if v.get("n_questions")}
         figure = None
         if scored:
-            frame = rr.metrics_frame(scored, [f"Recall@{k}" for k in p.evaluate.ks])  # type: ignore[attr-defined]
+            frame = rr.metrics_frame(scored, [f"Recall@{k}" for k in p.evaluate.ks])
             recall_at_k_figure(frame, reports.figure(f"recall_at_k-{ds}"), dataset=ds)
             figure = f"figures/recall_at_k-{ds}.png"
             figures.append(figure)
@@ -58,7 +61,7 @@ def _retrieval_report(params: object) -> list[str]:
     return figures
 
 
-def _main_report(params: object, figures: list[str]) -> dict[str, object]:
+def _main_report(p: Params, figures: list[str]) -> dict[str, object]:
     import pandas as pd
 
     from evichain.io import write_text
@@ -66,18 +69,17 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     from evichain.report import main_report as mr
     from evichain.report.figures import paired_difference_figure
 
-    p = params  # type: ignore[assignment]
     reports = ReportPaths()
-    metrics = mr.load_metrics(reports.root / "metrics", p.datasets)  # type: ignore[attr-defined]
-    main = mr.main_table(metrics, p.datasets, ["Recall@5", "Recall@10", "F1", "EM"])  # type: ignore[attr-defined]
-    decomposition = mr.main_table(metrics, p.datasets, ["Hit@5", "Recall@5", "Chain@5"])  # type: ignore[attr-defined]
-    cost = mr.cost_table(metrics, p.datasets)  # type: ignore[attr-defined]
+    metrics = mr.load_metrics(reports.root / "metrics", p.datasets)
+    main = mr.main_table(metrics, p.datasets, ["Recall@5", "Recall@10", "F1", "EM"])
+    decomposition = mr.main_table(metrics, p.datasets, ["Hit@5", "Recall@5", "Chain@5"])
+    cost = mr.cost_table(metrics, p.datasets)
     per_q = {ds: mr.per_question_tables(reports.per_question_root / ds)
-             for ds in p.datasets}  # type: ignore[attr-defined]
+             for ds in p.datasets}
     boot_md, boots = [], []
-    for ds in p.datasets:  # type: ignore[attr-defined]
-        md, boot = mr.bootstrap_section(per_q[ds], ds, p.report.reference_method,  # type: ignore[attr-defined]
-                                        p.report.bootstrap_metrics, p.report.bootstrap_resamples,  # type: ignore[attr-defined]
+    for ds in p.datasets:
+        md, boot = mr.bootstrap_section(per_q[ds], ds, p.report.reference_method,
+                                        p.report.bootstrap_metrics, p.report.bootstrap_resamples,
                                         evaluated=list(metrics.get(ds, {})))
         boot_md.append((ds, md))
         boots.append(boot)
@@ -86,37 +88,36 @@ def _main_report(params: object, figures: list[str]) -> dict[str, object]:
     if not all_boot.empty and (all_boot["kind"] == "difference").any():
         paired_difference_figure(all_boot, reports.figure("paired_differences"))
         figures = [*figures, "figures/paired_differences.png"]
-    sections = mr.method_sections(metrics, per_q, p.datasets,  # type: ignore[attr-defined]
-                                  p.report.bootstrap_resamples)  # type: ignore[attr-defined]
+    sections = mr.method_sections(metrics, per_q, p.datasets,
+                                  p.report.bootstrap_resamples)
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
                          sections, mr.question_counts(metrics),
                          mr.pending_line(_scheduled(p), metrics)), reports.root / "README.md")
-    return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}  # type: ignore[attr-defined]
+    return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}
 
 
-def _not_run(params: object) -> list[str]:
+def _not_run(p: Params) -> list[str]:
     """Methods of the papers that cannot run here, said instead of given a number."""
     from evichain.methods.rerank.cross_encoder import offline_weights_available
 
-    model = params.rerank.cross_encoder.model  # type: ignore[attr-defined]
+    model = p.rerank.cross_encoder.model
     if offline_weights_available(model):
         return []
     return [f"`cross_encoder` (`{model}`, rerank over the dense top "
-            f"{params.rerank.pool_size}): no offline weights"]  # type: ignore[attr-defined]
+            f"{p.rerank.pool_size}): no offline weights"]
 
 
-def _scheduled(params: object) -> dict[str, list[str]]:
+def _scheduled(p: Params) -> dict[str, list[str]]:
     """dataset → the retrieval methods ``dvc.yaml``'s stage matrices run there, named as their
     metrics files (``reports/metrics/<ds>/<name>.json``)."""
     from evichain.methods.rerank.params import run_name
 
-    p = params  # type: ignore[assignment]
-    out: dict[str, list[str]] = {ds: list(p.retrieval_methods) for ds in p.datasets}  # type: ignore[attr-defined]
-    baselines = [*map(run_name, p.rerank.methods), *p.expansion.methods,  # type: ignore[attr-defined]
-                 *p.iterative.methods, *p.graph.methods]  # type: ignore[attr-defined]
-    for datasets, names in ((p.evireform_datasets, [f"evireform-{v}" for v in p.evireform_variants]),  # type: ignore[attr-defined]
-                            (p.cee_datasets, [f"cee-{v}" for v in p.cee_variants]),  # type: ignore[attr-defined]
-                            (p.baseline_datasets, baselines)):  # type: ignore[attr-defined]
+    out: dict[str, list[str]] = {ds: list(p.retrieval_methods) for ds in p.datasets}
+    baselines = [*map(run_name, p.rerank.methods), *p.expansion.methods,
+                 *p.iterative.methods, *p.graph.methods]
+    for datasets, names in ((p.evireform_datasets, [f"evireform-{v}" for v in p.evireform_variants]),
+                            (p.cee_datasets, [f"cee-{v}" for v in p.cee_variants]),
+                            (p.baseline_datasets, baselines)):
         for ds in datasets:
             out.setdefault(ds, []).extend(names)
     return out
@@ -128,22 +129,20 @@ def _header() -> str:
             "second best underlined.")
 
 
-def _setup(params: object) -> str:
-    p = params  # type: ignore[assignment]
-    bm25 = p.retrieval.bm25  # type: ignore[attr-defined]
-    return (f"Setup: embedder `{p.embed.model}` (L2-normalised, inner product, passages as "  # type: ignore[attr-defined]
+def _setup(p: Params) -> str:
+    bm25 = p.retrieval.bm25
+    return (f"Setup: embedder `{p.embed.model}` (L2-normalised, inner product, passages as "
             f"`title\\ntext`); BM25 = bm25s {bm25.method} k1={bm25.k1} b={bm25.b}, "
-            f"stemmer={bm25.stemmer}; LLM `{p.llm.model}` (temperature {p.llm.temperature}) "  # type: ignore[attr-defined]
-            f"for the reader on {', '.join(p.llm_datasets)} and for LLM retrieval methods on "  # type: ignore[attr-defined]
+            f"stemmer={bm25.stemmer}; LLM `{p.llm.model}` (temperature {p.llm.temperature}) "
+            f"for the reader on {', '.join(p.llm_datasets)} and for LLM retrieval methods on "
             f"{', '.join(_llm_retrieval_datasets(p))}; reader = EviReform Listing 4 over the "
-            f"top {p.read.context_k} passages; 2Wiki/demo means over gold-reliable questions."  # type: ignore[attr-defined]
+            f"top {p.read.context_k} passages; 2Wiki/demo means over gold-reliable questions."
             )
 
 
-def _llm_retrieval_datasets(params: object) -> list[str]:
+def _llm_retrieval_datasets(p: Params) -> list[str]:
     """Datasets on which `dvc repro` runs LLM retrieval methods (EviReform, CEE, baselines)."""
-    p = params  # type: ignore[assignment]
-    names = [*p.evireform_datasets, *p.cee_datasets, *p.baseline_datasets]  # type: ignore[attr-defined]
+    names = [*p.evireform_datasets, *p.cee_datasets, *p.baseline_datasets]
     return list(dict.fromkeys(names))
 
 
