@@ -15,7 +15,12 @@ import typer
 from stages._common import run_stage
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from evichain.config import Params
+
+    RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file stem → JSON
 
 app = typer.Typer(add_completion=False)
 
@@ -25,27 +30,31 @@ def main(params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> N
     def body() -> dict[str, object]:
         from evichain.config import load_params
 
+        from evichain.paths import ReportPaths
+        from evichain.report.main_report import read_metric_files
+
         params = load_params(params_file)
-        figures = _retrieval_report(params)
-        return _main_report(params, figures)
+        raw = read_metric_files(ReportPaths().root / "metrics", params.datasets)
+        figures = _retrieval_report(params, raw)
+        return _main_report(params, raw, figures)
 
     run_stage("report", body)
 
 
-def _retrieval_report(p: Params) -> list[str]:
+def _retrieval_report(p: Params, raw: RawMetrics) -> list[str]:
+    """``reports/retrieval.md``, the recall@k plot data and figures; ``raw``: every metrics file."""
     import pandas as pd
 
-    from evichain.io import read_json, write_text
+    from evichain.io import write_text
     from evichain.paths import ReportPaths
     from evichain.report import retrieval_report as rr
+    from evichain.report.main_report import retrieval_metrics
     from evichain.report.figures import recall_at_k_figure
 
     reports = ReportPaths()
     sections, curve, figures = [], [], []
     for ds in p.datasets:
-        folder = reports.root / "metrics" / ds
-        metrics = {f.stem: read_json(f) for f in sorted(folder.glob("*.json"))
-                   if not f.stem.startswith(("qa-", "medqa-"))} if folder.exists() else {}
+        metrics = retrieval_metrics(raw.get(ds, {}))
         scored = {m: v for m, v in metrics.items() if v.get("n_questions")}
         figure = None
         if scored:
@@ -61,7 +70,8 @@ def _retrieval_report(p: Params) -> list[str]:
     return figures
 
 
-def _main_report(p: Params, figures: list[str]) -> dict[str, object]:
+def _main_report(p: Params, raw: RawMetrics, figures: list[str]) -> dict[str, object]:
+    """``reports/README.md``: main, decomposition and cost tables, bootstrap CIs, ablations."""
     import pandas as pd
 
     from evichain.io import write_text
@@ -70,7 +80,7 @@ def _main_report(p: Params, figures: list[str]) -> dict[str, object]:
     from evichain.report.figures import paired_difference_figure
 
     reports = ReportPaths()
-    metrics = mr.load_metrics(reports.root / "metrics", p.datasets)
+    metrics = {ds: mr.fold_metrics(raw.get(ds, {})) for ds in p.datasets}
     main = mr.main_table(metrics, p.datasets, ["Recall@5", "Recall@10", "F1", "EM"])
     decomposition = mr.main_table(metrics, p.datasets, ["Hit@5", "Recall@5", "Chain@5"])
     cost = mr.cost_table(metrics, p.datasets)

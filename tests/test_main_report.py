@@ -105,3 +105,17 @@ def test_pending_line_names_scheduled_methods_without_metrics(tmp_path: Path) ->
     _write(tmp_path, "demo", "bm25", {"n_questions": 4})
     assert mr.pending_line({"musique": ["s2g_rag"], "demo": ["bm25"]},
                            mr.load_metrics(tmp_path, ["musique", "demo"])) == ""
+
+
+def test_one_read_gives_both_report_views(tmp_path: Path) -> None:
+    _write(tmp_path, "2wiki", "dense", {"n_questions": 4, "Recall@5": 0.5})
+    _write(tmp_path, "2wiki", "qa-dense", {"n_questions": 4, "EM": 0.25, "F1": 0.4})
+    _write(tmp_path, "2wiki", "medqa-dense", {"n_questions": 4, "accuracy": 0.5})
+    raw = mr.read_metric_files(tmp_path, ["2wiki", "absent"])
+    assert sorted(raw["2wiki"]) == ["dense", "medqa-dense", "qa-dense"] and raw["absent"] == {}
+    assert mr.retrieval_metrics(raw["2wiki"]) == {"dense": {"n_questions": 4, "Recall@5": 0.5}}
+    folded = mr.fold_metrics(raw["2wiki"])
+    assert list(folded) == ["dense"]
+    assert folded["dense"]["EM"] == 0.25 and folded["dense"]["n_qa"] == 4
+    assert folded["dense"]["Recall@5"] == 0.5
+    assert mr.load_metrics(tmp_path, ["2wiki"]) == {"2wiki": folded}

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from evichain.io import read_json
 from evichain.metrics.bootstrap import bootstrap_table
 from evichain.report.ablations import CEE_CONTRASTS, EVIREFORM_CELLS, cee_section, evireform_section
 from evichain.report.medical import medical_section
@@ -50,27 +51,45 @@ def _with_line(markdown: str, line: str) -> str:
     return markdown if not line else f"{markdown.rstrip()}\n\n{line}"
 
 
-def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
-    """dataset → method → metrics JSON (QA files ``qa-<m>.json`` folded in as EM/F1 keys)."""
-    import json
+def read_metric_files(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """dataset → file stem → the JSON of ``<root>/<ds>/<stem>.json``, each file read once.
 
+    The raw view both reports start from: :func:`fold_metrics` makes the main report's view of
+    it, :func:`retrieval_metrics` the retrieval report's."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for ds in datasets:
         folder = root / ds
-        methods: dict[str, dict[str, Any]] = {}
-        for path in sorted(folder.glob("*.json")) if folder.exists() else []:
-            name = path.stem
-            if name.startswith("medqa-"):  # GraphRAG-Bench Medical answers: their own section
-                continue
-            data = json.loads(path.read_text())
-            if name.startswith("qa-"):
-                m = methods.setdefault(name[3:], {})
-                m.update({"EM": data.get("EM"), "F1": data.get("F1"), "n_qa": data.get("n_questions"),
-                          "reader_tokens_per_question": data.get("reader_tokens_per_question")})
-            else:
-                methods.setdefault(name, {}).update(data)
-        out[ds] = methods
+        paths = sorted(folder.glob("*.json")) if folder.exists() else []
+        out[ds] = {path.stem: read_json(path) for path in paths}
     return out
+
+
+def retrieval_metrics(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One dataset's ranking metrics: its raw files less answer (``qa-``/``medqa-``) files."""
+    return {stem: dict(data) for stem, data in raw.items()
+            if not stem.startswith(("qa-", "medqa-"))}
+
+
+def fold_metrics(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One dataset's method → metrics, QA files ``qa-<m>`` folded in as EM/F1 keys.
+
+    GraphRAG-Bench Medical answers (``medqa-``) are left out: they have their own section."""
+    methods: dict[str, dict[str, Any]] = {}
+    for name, data in raw.items():
+        if name.startswith("medqa-"):
+            continue
+        if name.startswith("qa-"):
+            m = methods.setdefault(name[3:], {})
+            m.update({"EM": data.get("EM"), "F1": data.get("F1"), "n_qa": data.get("n_questions"),
+                      "reader_tokens_per_question": data.get("reader_tokens_per_question")})
+        else:
+            methods.setdefault(name, {}).update(data)
+    return methods
+
+
+def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """dataset → method → metrics JSON (QA files ``qa-<m>.json`` folded in as EM/F1 keys)."""
+    return {ds: fold_metrics(raw) for ds, raw in read_metric_files(root, datasets).items()}
 
 
 def _cell(values: Mapping[str, Any], key: str, method: str = "") -> Any:
