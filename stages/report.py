@@ -15,12 +15,8 @@ import typer
 from stages._common import run_stage
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from typing import Any
-
     from evichain.config import Params
-
-    RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file stem → JSON
+    from evichain.report.main_report import RawMetrics
 
 app = typer.Typer(add_completion=False)
 
@@ -29,7 +25,6 @@ app = typer.Typer(add_completion=False)
 def main(params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
     def body() -> dict[str, object]:
         from evichain.config import load_params
-
         from evichain.paths import ReportPaths
         from evichain.report.main_report import read_metric_files
 
@@ -48,8 +43,8 @@ def _retrieval_report(p: Params, raw: RawMetrics) -> list[str]:
     from evichain.io import write_text
     from evichain.paths import ReportPaths
     from evichain.report import retrieval_report as rr
-    from evichain.report.main_report import retrieval_metrics
     from evichain.report.figures import recall_at_k_figure
+    from evichain.report.main_report import retrieval_metrics
 
     reports = ReportPaths()
     sections, curve, figures = [], [], []

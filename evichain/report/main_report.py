@@ -21,6 +21,7 @@ from evichain.report.tables import (ci_text, definitions_markdown, render_bootst
                                     render_markdown, render_plain_markdown)
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method → metrics JSON
+RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file stem → JSON
 
 # Iterative methods return evidence, not a ranking: the paper's Table 1 prints their recall as
 # N/A. Their runs (passages in order of first retrieval) are still evaluated and shown in
