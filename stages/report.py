@@ -73,6 +73,7 @@ def _main_report(p: Params, raw: RawMetrics, figures: list[str]) -> dict[str, ob
     from evichain.paths import ReportPaths
     from evichain.report import main_report as mr
     from evichain.report.figures import paired_difference_figure
+    from evichain.report.medical import medical_metrics, medical_section
 
     reports = ReportPaths()
     metrics = {ds: mr.fold_metrics(raw.get(ds, {})) for ds in p.datasets}
@@ -97,7 +98,8 @@ def _main_report(p: Params, raw: RawMetrics, figures: list[str]) -> dict[str, ob
                                   p.report.bootstrap_resamples)
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
                          sections, mr.question_counts(metrics),
-                         mr.pending_line(_scheduled(p), metrics)), reports.root / "README.md")
+                         mr.pending_line(_scheduled(p), metrics),
+                         medical_section(medical_metrics(raw))), reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}
 
 

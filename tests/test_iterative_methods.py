@@ -28,20 +28,8 @@ from evichain.methods.iterative.params import (GeARParams, IRCoTParams, S2GRAGPa
                                                SelfAskParams)
 from evichain.methods.iterative.s2g_rag import S2GRAG, clean_ids
 from evichain.methods.iterative.self_ask import SelfAsk, round_robin
+from tests.fixtures.lothair import QUESTION, SEVEN_PASSAGES as PASSAGES
 
-PASSAGES = [
-    ("d0", "Lothair II", "Lothair II was the king of Lotharingia from 855 to 869. He was the son of "
-                         "Emperor Lothair I and Ermengarde of Tours."),
-    ("d2", "Teutberga", "Teutberga was a queen of Lotharingia by marriage to Lothair II. She died "
-                        "on 11 November 875."),
-    ("d3", "Lothair I", "Lothair I was Emperor of the Franks from 817 to 855. He died at Prüm Abbey."),
-    ("d4", "Erstein", "Erstein is a commune in the Bas-Rhin department in Alsace in France."),
-    ("d5", "Tours", "Tours is a city in the west of France on the Loire river."),
-    ("d6", "Hugh of Tours", "Hugh of Tours was a count in Alsace. He died in 837."),
-    ("d1", "Ermengarde of Tours", "Ermengarde of Tours was the wife of Emperor Lothair I. She died "
-                                  "on 20 March 851 at the abbey of Erstein."),
-]
-QUESTION = "When did Lothair II's mother die?"
 Responder = Callable[[str, Any], str]
 
 

@@ -82,6 +82,11 @@ def test_per_dataset_blocks_keep_only_evaluated_methods(tmp_path: Path) -> None:
                      mr.main_table(metrics, datasets, ["Recall@5"]), cost, [], [],
                      counts=mr.question_counts(metrics))
     assert "### musique (7 questions)" in text and "### medical\n" not in text
+    assert "GraphRAG-Bench" not in text
+    with_medical = mr.render("setup", mr.main_table(metrics, datasets, ["Recall@5"]),
+                             mr.main_table(metrics, datasets, ["Recall@5"]), cost, [], [],
+                             medical="## GraphRAG-Bench Medical\n\ntable")
+    assert with_medical.index("## GraphRAG-Bench Medical") < with_medical.index("## Metric definitions")
 
 
 def test_retrieval_report_marks_first_retrieval_order() -> None:

@@ -10,7 +10,8 @@ import pandas as pd
 from evichain.io import write_json
 from evichain.qa.medical_eval import summarize
 from evichain.qa.medical_metrics import QUESTION_TYPES
-from evichain.report.medical import medical_section, medical_table
+from evichain.report.main_report import read_metric_files
+from evichain.report.medical import medical_metrics, medical_section, medical_table
 
 
 def _per_q(correctness: float) -> pd.DataFrame:
@@ -50,7 +51,7 @@ def test_medical_section_renders_one_table_per_dataset(tmp_path: Path) -> None:
     _write(tmp_path, "medical_s", "bm25", 0.8)
     _write(tmp_path, "medical_s", "dense", 0.6)
     write_json({"Recall@5": 0.1}, tmp_path / "medical_s" / "bm25.json")  # retrieval metrics: ignored
-    text = medical_section(tmp_path)
+    text = medical_section(medical_metrics(read_metric_files(tmp_path, ["medical_s"])))
     assert text.startswith("## GraphRAG-Bench Medical")
     assert "### medical_s" in text and "Reader `local/reader`" in text
     header = next(line for line in text.splitlines() if line.startswith("| Method"))
@@ -65,10 +66,18 @@ def test_medical_section_renders_one_table_per_dataset(tmp_path: Path) -> None:
 
 
 def test_medical_section_is_empty_without_metrics(tmp_path: Path) -> None:
-    assert medical_section(tmp_path / "nothing") == ""
-    (tmp_path / "demo").mkdir()
+    assert medical_section(medical_metrics(read_metric_files(tmp_path / "nothing", ["demo"]))) == ""
     write_json({"Recall@5": 0.3}, tmp_path / "demo" / "bm25.json")
-    assert medical_section(tmp_path) == ""
+    assert medical_metrics(read_metric_files(tmp_path, ["demo"])) == {}
+    assert medical_section({}) == ""
+
+
+def test_medical_view_keeps_only_the_listed_datasets(tmp_path: Path) -> None:
+    _write(tmp_path, "medical_s", "bm25", 0.8)
+    _write(tmp_path, "medical", "bm25", 0.5)  # on disk, but not a dataset of this report
+    view = medical_metrics(read_metric_files(tmp_path, ["medical_s", "demo"]))
+    assert list(view) == ["medical_s"] and list(view["medical_s"]) == ["bm25"]
+    assert view["medical_s"]["bm25"]["ACC"] == _write(tmp_path, "x", "bm25", 0.8)["ACC"]
 
 
 def test_missing_values_render_as_not_evaluated() -> None:

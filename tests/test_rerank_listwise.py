@@ -19,17 +19,8 @@ from evichain.methods.rerank.listwise import (LISTING_14, ListwiseReranker, fit_
 from evichain.methods.rerank.params import ListwiseParams, RerankParams, run_name
 from evichain.methods.rerank.pool import Candidate, reranked_rows
 from evichain.paths import DatasetPaths
+from tests.fixtures.lothair import SIX_PASSAGES as PASSAGES
 
-PASSAGES = [
-    ("d0", "Lothair II", "Lothair II was the king of Lotharingia from 855 to 869. He was the son of "
-                         "Emperor Lothair I and Ermengarde of Tours."),
-    ("d1", "Ermengarde of Tours", "Ermengarde of Tours was the wife of Emperor Lothair I. She died "
-                                  "on 20 March 851 at the abbey of Erstein."),
-    ("d2", "Teutberga", "Teutberga was a queen of Lotharingia by marriage to Lothair II."),
-    ("d3", "Erstein", "Erstein is a commune in the Bas-Rhin department in Alsace in France."),
-    ("d4", "Tours", "Tours is a city in the west of France on the Loire river."),
-    ("d5", "Hugh of Tours", "Hugh of Tours was a count in Alsace. He died in 837."),
-]
 QUESTIONS = [("q1", "When did Lothair II's mother die?", ["d0", "d1"]),
              ("q2", "Where is Erstein?", ["d3"])]
 

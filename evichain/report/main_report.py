@@ -16,7 +16,6 @@ import pandas as pd
 from evichain.io import read_json
 from evichain.metrics.bootstrap import bootstrap_table
 from evichain.report.ablations import CEE_CONTRASTS, EVIREFORM_CELLS, cee_section, evireform_section
-from evichain.report.medical import medical_section
 from evichain.report.tables import (ci_text, definitions_markdown, render_bootstrap_markdown,
                                     render_markdown, render_plain_markdown)
 
@@ -245,10 +244,11 @@ def per_question_tables(folder: Path) -> dict[str, pd.DataFrame]:
 def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd.DataFrame,
            bootstrap_md: Sequence[tuple[str, str]], figures: Sequence[str],
            not_run: Sequence[str] = (), method_sections: Sequence[tuple[str, str]] = (),
-           counts: Mapping[str, int] | None = None, pending: str = "") -> str:
+           counts: Mapping[str, int] | None = None, pending: str = "", medical: str = "") -> str:
     """The whole report as Markdown (``not_run``: methods that cannot run here, and why;
     ``method_sections``: (title, Markdown) of the methods' ablation analyses; ``counts``:
-    questions per dataset for the headings; ``pending``: :func:`pending_line`). The three wide
+    questions per dataset for the headings; ``pending``: :func:`pending_line`; ``medical``:
+    the GraphRAG-Bench Medical section, :func:`evichain.report.medical.medical_section`). The three wide
     tables are shown one dataset at a time, each with only the methods evaluated there."""
     datasets = list(dict.fromkeys(c.split(" ", 1)[0] for c in main.columns))
     counts = counts or {}
@@ -275,7 +275,7 @@ def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd
         parts += [f"## {title}", "", setup, "", md, ""]
     if figures:
         parts += ["## Figures", "", *[f"![{f}]({f})" for f in figures], ""]
-    parts += [s for s in [medical_section(Path("reports/metrics"))] if s]  # GraphRAG-Bench Medical
+    parts += [medical] if medical else []
     parts += ["## Metric definitions", "",
               definitions_markdown(["Recall@K", "Chain@K", "Hit@K", "MAP@10", "nDCG@10", "EM", "F1"])]
     return "\n".join(parts)

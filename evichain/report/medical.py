@@ -1,15 +1,14 @@
 """The GraphRAG-Bench Medical section of the main report (EviReform Table B.3 shape).
 
-Input: every ``reports/metrics/<dataset>/medqa-<method>.json`` written by the
-``evaluate_medical`` stage. One table per dataset: rows = methods; columns = the nine
+Input: the ``medqa-<method>`` files of the report's one read of ``reports/metrics/<dataset>/``
+(:func:`evichain.report.main_report.read_metric_files`), written by the ``evaluate_medical``
+stage. One table per dataset: rows = methods; columns = the nine
 per-type metrics, ACC, the number of questions per type, and the model that judged.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -25,12 +24,16 @@ _METRIC_NAME = {"correctness": "Corr", "rouge_l": "ROUGE-L", "coverage": "Cov",
                 "faithfulness": "Faith"}
 
 
-def load_medical_metrics(metrics_root: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """dataset → method → medqa metrics JSON, for every ``<root>/<ds>/medqa-<m>.json``."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for path in sorted(metrics_root.glob(f"*/{PREFIX}*.json")) if metrics_root.exists() else []:
-        method = path.stem[len(PREFIX):]
-        out.setdefault(path.parent.name, {})[method] = json.loads(path.read_text(encoding="utf-8"))
+def medical_metrics(raw: Mapping[str, Mapping[str, Mapping[str, Any]]]
+                    ) -> dict[str, dict[str, Mapping[str, Any]]]:
+    """dataset → method → medqa metrics JSON, from ``raw`` (dataset → file stem → JSON): the
+    ``medqa-<method>`` stems; datasets without any are left out."""
+    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for dataset, files in raw.items():
+        found = {stem[len(PREFIX):]: data for stem, data in sorted(files.items())
+                 if stem.startswith(PREFIX)}
+        if found:
+            out[dataset] = found
     return out
 
 
@@ -62,9 +65,9 @@ def _notes(methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return notes
 
 
-def medical_section(metrics_root: Path) -> str:
-    """Markdown section for every dataset with medqa metrics; "" when there are none."""
-    data = load_medical_metrics(metrics_root)
+def medical_section(data: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """Markdown section for every dataset of ``data`` (dataset → method → medqa metrics JSON,
+    :func:`medical_metrics`); "" when there are none."""
     if not data:
         return ""
     parts = ["## GraphRAG-Bench Medical (EviReform Table B.3 shape)", "",
