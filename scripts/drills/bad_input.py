@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -231,20 +229,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=c.ROOT / "reports/drills/bad_input.json")
     args = ap.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="drill-bad-input-"))
-    try:
-        with c.prefect_backend():
-            rows = []
-            for n, case in enumerate(CASES.values()):
-                d = work / f"case{n}"
-                d.mkdir()
-                rows.append(run_subprocess(case, d))
-        result = {"cases": rows, "verdict": "pass" if all(r["ok"] for r in rows) else "FAIL",
-                  "command": "python scripts/drills/bad_input.py " + " ".join(argv or sys.argv[1:])}
-        c.write_result(result, args.out)
-        return result
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return c.run_drill("bad_input", argv, args.out, False, run_cases)
+
+
+def run_cases(work: Path) -> dict[str, Any]:
+    """Every case of :data:`CASES` as a stage subprocess in its own folder under ``work``."""
+    rows = []
+    for n, case in enumerate(CASES.values()):
+        d = work / f"case{n}"
+        d.mkdir()
+        rows.append(run_subprocess(case, d))
+    return {"cases": rows, "verdict": "pass" if all(r["ok"] for r in rows) else "FAIL"}
 
 
 if __name__ == "__main__":

@@ -13,11 +13,13 @@ import json
 import os
 import signal
 import sqlite3
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -387,3 +389,20 @@ def write_result(result: dict[str, Any], out: Path | None) -> None:
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n", encoding="utf-8")
+
+
+def run_drill(script: str, argv: Sequence[str] | None, out: Path | None, keep: bool,
+              body: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """One drill's frame: ``body(work)`` in a fresh temporary work directory under a Prefect
+    backend; its result gains ``command`` (how to run the drill again) and is printed and written
+    to ``out``. The work directory is removed afterwards unless ``keep``."""
+    work = Path(tempfile.mkdtemp(prefix=f"drill-{script}-"))
+    try:
+        with prefect_backend():
+            result = body(work)
+        result["command"] = f"python scripts/drills/{script}.py " + " ".join(argv or sys.argv[1:])
+        write_result(result, out)
+        return result
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)

@@ -25,9 +25,7 @@ together; ``--latency`` seconds per scripted call. Checked:
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -236,19 +234,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=c.ROOT / "reports/drills/concurrent_writers.json")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="drill-concurrent-"))
-    try:
-        with c.prefect_backend():
-            result = run(work, n_passages=args.passages, overlap=args.overlap, shard=args.shard,
-                         latency_s=args.latency, slack_s=args.slack, reference=True,
-                         layout=args.layout, workers=args.workers,
-                         concurrency=args.concurrency)
-        result["command"] = "python scripts/drills/concurrent_writers.py " + " ".join(argv or sys.argv[1:])
-        c.write_result(result, args.out)
-        return result
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    return c.run_drill("concurrent_writers", argv, args.out, args.keep, lambda work: run(
+        work, n_passages=args.passages, overlap=args.overlap, shard=args.shard,
+        latency_s=args.latency, slack_s=args.slack, reference=True, layout=args.layout,
+        workers=args.workers, concurrency=args.concurrency))
 
 
 if __name__ == "__main__":

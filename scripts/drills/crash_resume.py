@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -196,17 +194,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=c.ROOT / "reports/drills/crash_resume.json")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="drill-crash-"))
-    try:
-        with c.prefect_backend():
-            result = run(work, n_passages=args.passages, shard=args.shard, latency_s=args.latency,
-                         kills=args.kills, seed=args.seed)
-        result["command"] = "python scripts/drills/crash_resume.py " + " ".join(argv or sys.argv[1:])
-        c.write_result(result, args.out)
-        return result
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    return c.run_drill("crash_resume", argv, args.out, args.keep, lambda work: run(
+        work, n_passages=args.passages, shard=args.shard, latency_s=args.latency,
+        kills=args.kills, seed=args.seed))
 
 
 if __name__ == "__main__":

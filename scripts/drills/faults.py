@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
 import sys
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -219,17 +217,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=c.ROOT / "reports/drills/faults.json")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="drill-faults-"))
-    try:
-        with c.prefect_backend():
-            result = run(work, n_questions=args.questions, max_passages=args.passages,
-                         rate=args.rate, seed=args.seed, retries=args.retries)
-        result["command"] = "python scripts/drills/faults.py " + " ".join(argv or sys.argv[1:])
-        c.write_result(result, args.out)
-        return result
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    return c.run_drill("faults", argv, args.out, args.keep, lambda work: run(
+        work, n_questions=args.questions, max_passages=args.passages, rate=args.rate,
+        seed=args.seed, retries=args.retries))
 
 
 if __name__ == "__main__":
