@@ -89,3 +89,11 @@ def test_identical_calls_queued_for_the_slot_are_answered_from_the_cache(tmp_pat
     for t in threads:
         t.join()
     assert len(calls) == 1 and client.usage.cache_hits == 2
+
+
+@pytest.mark.parametrize("overlap", [0, 17])
+def test_an_overlap_outside_the_corpus_is_refused(overlap: int) -> None:
+    with pytest.raises(ValueError, match=f"overlap={overlap}: the shared passages must be 1..16"):
+        concurrent_writers.corpora_for(16, overlap, "offset")
+    with pytest.raises(SystemExit):
+        concurrent_writers.main(["--passages", "16", "--overlap", str(overlap)])

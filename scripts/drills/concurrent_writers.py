@@ -108,6 +108,9 @@ def corpora_for(n_passages: int, overlap: int, layout: str) -> dict[str, Any]:
     B starts with A's first ``overlap`` passages (both processes race for them from the start)."""
     import pandas as pd
 
+    if not 0 < overlap <= n_passages:
+        raise ValueError(f"overlap={overlap}: the shared passages must be 1..{n_passages} "
+                         "(the passages per process)")
     a = c.corpus_slice(n_passages, 0)
     if layout == "offset":
         return {"A": a, "B": c.corpus_slice(n_passages, n_passages - overlap)}
@@ -234,6 +237,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=c.ROOT / "reports/drills/concurrent_writers.json")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
+    if not 0 < args.overlap <= args.passages:
+        ap.error(f"--overlap {args.overlap}: must be 1..--passages ({args.passages})")
     return c.run_drill("concurrent_writers", argv, args.out, args.keep, lambda work: run(
         work, n_passages=args.passages, overlap=args.overlap, shard=args.shard,
         latency_s=args.latency, slack_s=args.slack, reference=True, layout=args.layout,
