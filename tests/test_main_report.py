@@ -86,7 +86,8 @@ def test_per_dataset_blocks_keep_only_evaluated_methods(tmp_path: Path) -> None:
     with_medical = mr.render("setup", mr.main_table(metrics, datasets, ["Recall@5"]),
                              mr.main_table(metrics, datasets, ["Recall@5"]), cost, [], [],
                              medical="## GraphRAG-Bench Medical\n\ntable")
-    assert with_medical.index("## GraphRAG-Bench Medical") < with_medical.index("## Metric definitions")
+    assert (with_medical.index("## GraphRAG-Bench Medical")
+            < with_medical.index("## Metric definitions"))
 
 
 def test_retrieval_report_marks_first_retrieval_order() -> None:

@@ -248,8 +248,9 @@ def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd
     """The whole report as Markdown (``not_run``: methods that cannot run here, and why;
     ``method_sections``: (title, Markdown) of the methods' ablation analyses; ``counts``:
     questions per dataset for the headings; ``pending``: :func:`pending_line`; ``medical``:
-    the GraphRAG-Bench Medical section, :func:`evichain.report.medical.medical_section`). The three wide
-    tables are shown one dataset at a time, each with only the methods evaluated there."""
+    the GraphRAG-Bench Medical section, :func:`evichain.report.medical.medical_section`). The
+    three wide tables are shown one dataset at a time, each with only the methods evaluated
+    there."""
     datasets = list(dict.fromkeys(c.split(" ", 1)[0] for c in main.columns))
     counts = counts or {}
     tokens_kwargs = {"percent": False, "decimals": 1, "lower_is_better": ("retrieval", "reader")}

@@ -102,15 +102,23 @@ def duplicates(calls: list[c.Call], cache_events: list[c.Call], keys: dict[str, 
             "avoidable_started_after_store_s": sorted(waits)[:20]}
 
 
+def overlap_problem(n_passages: int, overlap: int) -> str:
+    """Why ``overlap`` shared passages cannot be drawn from ``n_passages`` per process ("" when
+    1 ≤ overlap ≤ n_passages)."""
+    if 0 < overlap <= n_passages:
+        return ""
+    return (f"overlap={overlap}: the shared passages must be 1..{n_passages} "
+            "(the passages per process)")
+
+
 def corpora_for(n_passages: int, overlap: int, layout: str) -> dict[str, Any]:
     """A = passages [0, n); B = the next n − overlap passages after the overlap, preceded by it:
     ``offset`` = B starts where the overlap starts in A (its end: A reaches it last), ``same`` =
     B starts with A's first ``overlap`` passages (both processes race for them from the start)."""
     import pandas as pd
 
-    if not 0 < overlap <= n_passages:
-        raise ValueError(f"overlap={overlap}: the shared passages must be 1..{n_passages} "
-                         "(the passages per process)")
+    if problem := overlap_problem(n_passages, overlap):
+        raise ValueError(problem)
     a = c.corpus_slice(n_passages, 0)
     if layout == "offset":
         return {"A": a, "B": c.corpus_slice(n_passages, n_passages - overlap)}
@@ -237,8 +245,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=c.ROOT / "reports/drills/concurrent_writers.json")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
-    if not 0 < args.overlap <= args.passages:
-        ap.error(f"--overlap {args.overlap}: must be 1..--passages ({args.passages})")
+    if problem := overlap_problem(args.passages, args.overlap):
+        ap.error(problem)
     return c.run_drill("concurrent_writers", argv, args.out, args.keep, lambda work: run(
         work, n_passages=args.passages, overlap=args.overlap, shard=args.shard,
         latency_s=args.latency, slack_s=args.slack, reference=True, layout=args.layout,
