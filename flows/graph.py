@@ -182,6 +182,8 @@ def retrieval_summary(trace: pd.DataFrame, results: Sequence[QuestionResult]) ->
                               trace.loc[trace["status"] != "ok", "error_kind"].value_counts().items()},
             "fallbacks": {str(k): int(v) for k, v in fallbacks.items()},
             "repaired": {k: int(trace[k].sum()) for k in _REPAIRS if k in trace},
+            **({"split_batches": int(trace["n_split_batches"].sum())}
+               if "n_split_batches" in trace else {}),
             "llm_calls_per_question": round(float(trace["llm_calls"].mean()) if len(trace) else 0.0, 3),
             "latency_compute": latency(results, "compute"),
             "latency_encode": latency(results, "encode")}

@@ -143,7 +143,9 @@ def test_pair_call_keeps_passages_as_json_data_and_cleans_facets(tmp_path: Path)
 @pytest.mark.parametrize("bad, kind", [
     ("{not json", "invalid_json"),
     ('{"facets": ["  "]}', "invalid_schema"),
-    (litellm.BadRequestError("context too long", model="m", llm_provider="scripted"), "bad_request"),
+    (litellm.BadRequestError("unknown parameter", model="m", llm_provider="scripted"), "bad_request"),
+    (litellm.ContextWindowExceededError("context too long", model="m", llm_provider="scripted"),
+     "context_window"),
 ])
 def test_failed_pair_is_a_status_row(tmp_path: Path, bad: object, kind: str) -> None:
     set_responder(Facets(fail={"Lothair II": bad}))

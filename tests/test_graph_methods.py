@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import litellm
 import networkx as nx
 import numpy as np
 import pandas as pd
@@ -227,6 +228,36 @@ def test_catrag_prunes_and_switches(index, tmp_path: Path) -> None:  # type: ign
     plain = CatRAGRetriever(index, off, None, phrases).retrieve("q", "?", H_Q)
     base = HippoRAG2Retriever(index, off, None).retrieve("q", "?", H_Q)
     assert plain.rows == base.rows                        # every change off = HippoRAG 2
+
+
+def test_catrag_splits_a_scoring_batch_that_overflows_the_context(index, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def overflowing(messages: list[dict], model: str) -> str:
+        data = json.loads(next(m["content"] for m in messages if m["role"] == "user"))
+        if messages[0]["content"].startswith("You score") and (
+                len(data["neighbours"]) > 1 or data["neighbours"][0]["entity"] == "d"):
+            raise litellm.ContextWindowExceededError("maximum context length is 8192 tokens",
+                                                     model=model, llm_provider="scripted")
+        return catrag_llm(messages, model)
+
+    set_responder(catrag_llm)
+    whole = CatRAGRetriever(index, GraphParams(), client(tmp_path / "a"), phrases).retrieve("q", QUESTION, H_Q)
+    set_responder(overflowing)
+    split = CatRAGRetriever(index, GraphParams(), client(tmp_path / "b"), phrases).retrieve("q", QUESTION, H_Q)
+    t = split.trace
+    # a (→ b, c), b (→ a, 900), c (→ a, city) overflow once each; 900 → b and e → d are single
+    assert (t["n_split_batches"], t["n_scoring_calls"], t["llm_calls"]) == (3, 8, 2 + 8)
+    # c → city alone has no valid score (invalid_schema: in a pair it was a repaired miss) and
+    # e's only neighbour d cannot be split (context_window): two failed calls, both keep the 4
+    assert (t["n_scoring_failed"], t["n_failed_calls"], t["status"]) == (2, 2, "failed")
+    assert whole.trace["n_split_batches"] == 0
+    assert [r[2] for r in split.rows] == [r[2] for r in whole.rows]      # same scores, same walk
+    assert [r[3] for r in split.rows] == pytest.approx([r[3] for r in whole.rows], abs=1e-12)
+    # a replay of the recorded answers splits the same batches (the rejections are not cached)
+    monkeypatch.setenv("EVICHAIN_LLM_REPLAY", "1")
+    set_responder(None)
+    again = CatRAGRetriever(index, GraphParams(), client(tmp_path / "b"), phrases).retrieve("q", QUESTION, H_Q)
+    assert again.rows == split.rows and again.trace["n_split_batches"] == 3
 
 
 # --------------------------------------------------------------------------- PropRAG

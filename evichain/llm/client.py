@@ -241,6 +241,9 @@ class LLMClient:
             except tuple(_RETRYABLE) as exc:  # type: ignore[misc]
                 last = (_kind_of(exc), f"{type(exc).__name__}: {exc}")
                 log.info("LLM attempt %d failed (%s); retrying", attempt + 1, last[0])
+            except litellm.ContextWindowExceededError as exc:  # a BadRequestError: test first
+                return LLMFailure(kind="context_window", reason=str(exc), raw=None, usage=usage,
+                                  cache_key=key)
             except litellm.BadRequestError as exc:
                 return LLMFailure(kind="bad_request", reason=str(exc), raw=None, usage=usage,
                                   cache_key=key)

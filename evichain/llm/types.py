@@ -110,7 +110,9 @@ class LLMFailure:
     """A call that still failed after retries and one repair. Never cached.
 
     ``kind`` is one of: ``timeout``, ``rate_limit``, ``server_error``, ``connection``,
-    ``invalid_json``, ``invalid_schema``, ``bad_request``, ``replay_miss``, ``other``.
+    ``invalid_json``, ``invalid_schema``, ``context_window`` (the prompt does not fit the
+    model's context; a caller may split its input and call again), ``bad_request``,
+    ``replay_miss``, ``other``.
     """
 
     kind: str

@@ -26,6 +26,10 @@ Departures: the paper's scorer also sees an LLM summary of each neighbour, gener
 for every entity with more than three facts (one extra LLM call per such entity, far beyond
 this machine's budget); we show the neighbour's own facts instead, as the code does for
 entities without a summary, cut to the summaries' length (``neighbour_words`` = 150 words).
+A scoring call whose prompt does not fit the model's context (a neighbour that shares many
+facts with its seed; the offline model has 8,192 tokens, the paper's GPT-4o-mini 128k) is split
+into halves, recursively, down to single neighbours; a single neighbour that still does not fit
+is a failed call (recorded) and gets the default score.
 The prompts are ours (JSON, neighbours by id) instead of the released few-shot templates. The
 weak seed uses each anchor's own passage count (the released code divides by the count of the
 last phrase handled, a slip). The question's NER is called only when the filter kept a fact
@@ -51,6 +55,11 @@ from evichain.retrieval.run import top_k_indices
 PhraseEncoder = Callable[[list[str]], np.ndarray]
 _REPAIR_COLUMNS = {"missing": "n_missing_scores", "unknown": "n_unknown_score_ids",
                    "duplicate": "n_duplicate_score_ids", "out_of_range": "n_out_of_range_scores"}
+
+# Failures after which a scoring batch is split in halves: the prompt overflowed the context, or
+# (replay) the batch has no recorded answer, as when the live run split it: rejections are never
+# cached, so a replay finds the halves' answers only by splitting too.
+_SPLIT_KINDS = frozenset({"context_window", "replay_miss"})
 
 
 def project_score(score: int) -> float:
@@ -95,7 +104,7 @@ class CatRAGRetriever(HippoRAG2Retriever):
                 "n_boosted_passage_arcs": 0, "scored_seeds": [], "n_scoring_calls": 0,
                 "n_scoring_failed": 0, "n_scored_edges": 0, "n_pruned_edges": 0,
                 "n_zeroed_edges": 0, "n_missing_scores": 0, "n_unknown_score_ids": 0,
-                "n_duplicate_score_ids": 0, "n_out_of_range_scores": 0}
+                "n_duplicate_score_ids": 0, "n_out_of_range_scores": 0, "n_split_batches": 0}
 
     def _passage_arcs(self, e: int) -> tuple[np.ndarray, np.ndarray]:
         """Entity e's passage rows and the positions of its arcs e → passage in W.data."""
@@ -210,6 +219,8 @@ class CatRAGRetriever(HippoRAG2Retriever):
                        "facts": self._other_facts(n, set(nb[n][0]))} for k, n in enumerate(batch)]
         raw, usage = self.llm.score_edges(  # type: ignore[union-attr]
             work.question, [facts.facts[f] for f in work.kept], g.entity_names[e], neighbours)
+        if usage.kind in _SPLIT_KINDS and len(batch) > 1:
+            return self._split_batch(work, e, batch, nb, usage.seconds)
         work.charge(usage, "edge_score")
         t["n_scoring_calls"] += 1
         t["n_scoring_failed"] += 0 if usage.ok else 1
@@ -218,6 +229,16 @@ class CatRAGRetriever(HippoRAG2Retriever):
             t[column] += counts[key]
         t["n_scored_edges"] += len(batch)
         return {n: scores[k + 1] for k, n in enumerate(batch)}
+
+    def _split_batch(self, work: Work, e: int, batch: Sequence[int],
+                     nb: dict[int, tuple[list[int], float]], seconds: float) -> dict[int, int]:
+        """A batch whose prompt exceeds the model's context: score each half on its own (the
+        rejected request used no tokens; it is counted in ``n_split_batches``, not as a call)."""
+        work.trace["n_split_batches"] += 1
+        work.llm_s += seconds
+        half = (len(batch) + 1) // 2
+        return {**self._score_batch(work, e, batch[:half], nb),
+                **self._score_batch(work, e, batch[half:], nb)}
 
     def _other_facts(self, n: int, linking: set[int]) -> list[list[str]]:
         """The neighbour's facts other than the linking ones, in order, while their words
