@@ -232,8 +232,9 @@ class CatRAGRetriever(HippoRAG2Retriever):
 
     def _split_batch(self, work: Work, e: int, batch: Sequence[int],
                      nb: dict[int, tuple[list[int], float]], seconds: float) -> dict[int, int]:
-        """A batch whose prompt exceeds the model's context: score each half on its own (the
-        rejected request used no tokens; it is counted in ``n_split_batches``, not as a call)."""
+        """A batch whose call failed with a ``_SPLIT_KINDS`` kind (prompt over the model's
+        context; in a replay, no recorded answer): score each half on its own. The failed
+        request used no tokens; it is counted in ``n_split_batches``, not as a scoring call."""
         work.trace["n_split_batches"] += 1
         work.llm_s += seconds
         half = (len(batch) + 1) // 2
