@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from evichain.paths import DatasetPaths
-from stages._common import check_failure_rate, write_method_outputs
+from stages._common import check_failure_rate, failed_questions, write_method_outputs
 
 
 def test_check_failure_rate_names_the_param_and_the_file() -> None:
@@ -39,3 +39,31 @@ def test_llm_method_stage_fails_above_llm_max_failure_rate_after_writing(
         write_method_outputs("toy", "m", "m", "retrieve-m", _method_output(5, 10), 0.2)
     assert pd.read_parquet(paths.run("m"))["question_id"].tolist() == ["q1", "q2"]   # written
     assert paths.usage("retrieve-m").exists()
+
+
+def test_failed_questions_reads_every_methods_trace_convention() -> None:
+    graph = pd.DataFrame({"status": ["ok", "failed", "ok"], "filter_status": ["ok", "llm_timeout", "no_facts"],
+                          "anchor_status": ["ok", "ok", "llm_invalid_json"]})
+    assert failed_questions(graph) == 2                                     # one row counts once
+    expansion = pd.DataFrame({"status": ["ok", "partial", "failed", "ok"]})
+    assert failed_questions(expansion) == 2
+    evireform = pd.DataFrame({"selection_status": ["ok", "top", "empty", "llm_replay_miss"],
+                              "reformulation_status": ["no_evidence", "off", "ok", "ok"],
+                              "judge_status": ["off", "llm_bad_request", "ok", "no_candidates"]})
+    assert failed_questions(evireform) == 2
+    cee = pd.DataFrame({"stop_reason": ["rounds", "summary_failed", "rounds"],
+                        "llm_failures": [[], ["round2:summary:invalid_json"], None]})
+    assert failed_questions(cee) == 1
+    assert failed_questions(pd.DataFrame({"question_id": ["q1"], "fallback": [True]})) == 0
+
+
+def test_llm_method_stage_fails_when_many_questions_fail_at_few_requests(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The partial-replay case: 1 failed request of 10 (10 %) but 1 of 2 questions (50 %)."""
+    monkeypatch.chdir(tmp_path)
+    out = _method_output(1, 10)
+    out.trace["status"] = ["failed", "ok"]
+    with pytest.raises(RuntimeError, match=r"^1 of 2 questions failed "
+                                           r"\(50.0% > llm.max_failure_rate 20.0%\)"):
+        write_method_outputs("toy", "m", "m", "retrieve-m", out, 0.2)
+    assert DatasetPaths("toy").trace("m").exists()                           # written first
