@@ -173,7 +173,8 @@ def test_stage_fails_when_too_many_episodes_end_on_an_llm_failure(
 
     set_responder(erstein_fails)
     result = CliRunner().invoke(app, ["--dataset", "toy", "--method", "self_ask"])
-    assert result.exit_code == 2 and "1 of 2 questions failed (50.0% > llm.max_failure_rate 40.0%)" in result.output
+    assert result.exit_code == 2
+    assert "1 of 2 questions failed (50.0% > llm.max_failure_rate 40.0%)" in result.output
     usage = read_json(DatasetPaths("toy").usage("retrieve-self_ask"))
     assert usage["llm_failures"] == 1 and usage["llm_usage"]["failures"] == 1
     assert usage["llm_usage"]["requests"] >= 3

@@ -42,7 +42,8 @@ def test_llm_method_stage_fails_above_llm_max_failure_rate_after_writing(
 
 
 def test_failed_questions_reads_every_methods_trace_convention() -> None:
-    graph = pd.DataFrame({"status": ["ok", "failed", "ok"], "filter_status": ["ok", "llm_timeout", "no_facts"],
+    graph = pd.DataFrame({"status": ["ok", "failed", "ok"],
+                          "filter_status": ["ok", "llm_timeout", "no_facts"],
                           "anchor_status": ["ok", "ok", "llm_invalid_json"]})
     assert failed_questions(graph) == 2                                     # one row counts once
     expansion = pd.DataFrame({"status": ["ok", "partial", "failed", "ok"]})
