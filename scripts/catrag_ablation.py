@@ -19,6 +19,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from evichain.config import Params
+    from evichain.paths import DatasetPaths
 
 VARIANTS: dict[str, dict[str, bool]] = {
     "no_key_fact": {"key_fact": False},
@@ -30,23 +37,20 @@ METRICS = ("Recall@2", "Recall@5", "Recall@10", "Chain@5", "nDCG@10")
 KS = [1, 2, 5, 10, 20]
 
 
-def run_variant(dataset: str, name: str) -> tuple[object, int]:
+def run_variant(paths: DatasetPaths, params: Params, questions: pd.DataFrame,
+                name: str) -> tuple[pd.DataFrame, int]:
     """Per-question metrics of CatRAG with ``VARIANTS[name]`` applied, and the number of
-    questions whose trace records a failed (here: unrecorded) LLM call."""
-    from evichain.config import load_params
-    from evichain.io import read_parquet
+    questions whose trace records a failed (here: unrecorded) LLM call
+    (:func:`stages._common.failed_questions`, the stage guard's count)."""
     from evichain.metrics.retrieval import per_question_metrics
-    from evichain.paths import DatasetPaths
     from flows.graph import run_retrieval
+    from stages._common import failed_questions
 
-    p = load_params(Path("params.yaml"))
-    catrag = p.graph.catrag.model_copy(update=VARIANTS[name])
-    graph = p.graph.model_copy(update={"catrag": catrag})
-    paths = DatasetPaths(dataset)
-    out = run_retrieval(paths, graph, "catrag", p.llm, p.embed, orch=p.orchestration,
+    catrag = params.graph.catrag.model_copy(update=VARIANTS[name])
+    graph = params.graph.model_copy(update={"catrag": catrag})
+    out = run_retrieval(paths, graph, "catrag", params.llm, params.embed, orch=params.orchestration,
                         stage=f"catrag-ablation-{name}")
-    failed = int((out.trace["status"] != "ok").sum())
-    return per_question_metrics(out.run, read_parquet(paths.questions), KS), failed
+    return per_question_metrics(out.run, questions, KS), failed_questions(out.trace)
 
 
 def main() -> None:
@@ -62,13 +66,17 @@ def main() -> None:
     shutil.copyfile(args.cache, copy)
     os.environ.update(EVICHAIN_LLM_REPLAY="1", EVICHAIN_LLM_CACHE=str(copy))
     import stages._common  # noqa: F401  (offline, quiet environment defaults)
+    from evichain.config import load_params
     from evichain.io import read_parquet
+    from evichain.paths import DatasetPaths
     from evichain.report.ablations import paired_contrasts
 
+    params, paths = load_params(Path("params.yaml")), DatasetPaths(args.dataset)
+    questions = read_parquet(paths.questions)
     per_q = {m: read_parquet(Path("reports/eval") / args.dataset / f"{m}.parquet")
              for m in ("catrag", "hipporag2")}
     for name in args.variants or VARIANTS:
-        per_q[name], failed = run_variant(args.dataset, name)
+        per_q[name], failed = run_variant(paths, params, questions, name)
         print(f"## {name}: {failed} questions with an unrecorded LLM call")
         pairs = [(f"{name} − catrag", name, "catrag"), (f"{name} − hipporag2", name, "hipporag2")]
         rows = paired_contrasts(per_q, args.dataset, pairs, METRICS)
