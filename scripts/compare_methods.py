@@ -9,6 +9,9 @@ cells. Usage:
 
     .venv/bin/python scripts/compare_methods.py musique evireform-full hipporag2 \
         --metrics Recall@5 Chain@5
+
+``--by type`` (any column of ``artifacts/<dataset>/questions.parquet``) adds both methods' means
+per group of questions (no interval: the groups are small).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from evichain.io import read_parquet
+from evichain.paths import DatasetPaths
 from evichain.report.ablations import paired_contrasts
 from evichain.report.tables import ci_text, render_plain_markdown
 
@@ -43,6 +47,23 @@ def render(rows: pd.DataFrame, a: str, b: str) -> str:
     return render_plain_markdown(shown)
 
 
+def group_means(eval_dir: Path, questions: pd.DataFrame, dataset: str, a: str, b: str,
+                metrics: tuple[str, ...], by: str) -> pd.DataFrame:
+    """Means in points of ``a`` and ``b`` per value of ``questions[by]``, over the questions both
+    methods were evaluated on (``n`` per group); columns ``<metric> a`` and ``<metric> b``."""
+    if by not in questions:
+        raise SystemExit(f"questions of {dataset} have no column {by!r}")
+    per_q = {m: read_parquet(eval_dir / dataset / f"{m}.parquet").set_index("question_id") for m in (a, b)}
+    shared = per_q[a].index.intersection(per_q[b].index)
+    groups = questions.set_index("question_id").loc[shared, by]
+    out = pd.DataFrame({by: groups.groupby(groups).size().index, "n": groups.groupby(groups).size().values})
+    for metric in metrics:
+        for m in (a, b):
+            means = per_q[m].loc[shared, metric].groupby(groups).mean()
+            out[f"{metric} {m}"] = [round(100 * means[g], 2) for g in out[by]]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dataset")
@@ -50,8 +71,15 @@ def main() -> None:
     parser.add_argument("b")
     parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS))
     parser.add_argument("--eval-dir", type=Path, default=Path("reports/eval"))
+    parser.add_argument("--by", help="also print per-group means by this questions.parquet column")
     args = parser.parse_args()
-    print(render(contrast_rows(args.eval_dir, args.dataset, args.a, args.b, tuple(args.metrics)), args.a, args.b))
+    metrics = tuple(args.metrics)
+    print(render(contrast_rows(args.eval_dir, args.dataset, args.a, args.b, metrics), args.a, args.b))
+    if args.by:
+        questions = read_parquet(DatasetPaths(args.dataset).questions)
+        print()
+        print(render_plain_markdown(group_means(args.eval_dir, questions, args.dataset, args.a, args.b,
+                                                metrics, args.by)))
 
 
 if __name__ == "__main__":
