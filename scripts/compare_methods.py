@@ -56,7 +56,8 @@ def group_means(eval_dir: Path, questions: pd.DataFrame, dataset: str, a: str, b
     per_q = {m: read_parquet(eval_dir / dataset / f"{m}.parquet").set_index("question_id") for m in (a, b)}
     shared = per_q[a].index.intersection(per_q[b].index)
     groups = questions.set_index("question_id").loc[shared, by]
-    out = pd.DataFrame({by: groups.groupby(groups).size().index, "n": groups.groupby(groups).size().values})
+    sizes = groups.groupby(groups).size()
+    out = pd.DataFrame({by: sizes.index, "n": sizes.values})
     for metric in metrics:
         for m in (a, b):
             means = per_q[m].loc[shared, metric].groupby(groups).mean()
