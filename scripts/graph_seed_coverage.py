@@ -17,25 +17,24 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from evichain.io import read_parquet
-from evichain.methods.graph.graph import normalize_phrase
+from evichain.methods.graph.graph import triple_facts
 from evichain.paths import DatasetPaths
 
 Fact = tuple[str, str, str]
 
 
-def fact_passages(triples: pd.DataFrame) -> dict[Fact, set[str]]:
-    """Normalized ``(subject, predicate, object)`` → the passages it was extracted from."""
-    out: dict[Fact, set[str]] = defaultdict(set)
-    for s, p, o, pid in zip(triples["subject"], triples["predicate"], triples["object"],
-                            triples["passage_id"]):
-        out[(normalize_phrase(s), normalize_phrase(p), normalize_phrase(o))].add(pid)
-    return dict(out)
+def fact_passages(triples: pd.DataFrame, passage_ids: Sequence[str]) -> dict[Fact, set[str]]:
+    """Normalized ``(subject, predicate, object)`` → the passages that state it, from the fact
+    index HippoRAG 2 builds (:func:`evichain.methods.graph.graph.triple_facts`)."""
+    _, index, _ = triple_facts(triples, passage_ids)
+    ids = np.asarray(passage_ids)
+    return {fact: set(ids[index.passages[i].indices].tolist()) for i, fact in enumerate(index.facts)}
 
 
 def path_prop_ids(path: str) -> list[str]:
@@ -67,7 +66,7 @@ def hipporag2_coverage(traces: pd.DataFrame, gold: Mapping[str, Sequence[str]],
         unknown = [k for k in keys if k not in facts]
         if unknown:
             raise SystemExit(f"{qid}: kept fact {unknown[0]!r} is not in index/triples.parquet")
-        passages = set().union(*(facts[k] for k in keys)) if keys else set()
+        passages: set[str] = set().union(*(facts[k] for k in keys))
         rows.append(coverage_row(gold[qid], passages, int(n_seeds)))
     return mean_rows(rows)
 
@@ -92,7 +91,8 @@ def main() -> None:
     gold = dict(zip(questions["question_id"], questions["gold_passage_ids"]))
     props = read_parquet(paths.index_file("propositions.parquet"))
     out = {"hipporag2": hipporag2_coverage(read_parquet(paths.trace("hipporag2")), gold,
-                                           fact_passages(read_parquet(paths.index_file("triples.parquet")))),
+                                           fact_passages(read_parquet(paths.index_file("triples.parquet")),
+                                                         read_parquet(paths.corpus, ["passage_id"])["passage_id"].tolist())),
            "proprag": proprag_coverage(read_parquet(paths.trace("proprag")), gold,
                                        dict(zip(props["prop_id"], props["passage_id"])))}
     print(json.dumps(out, indent=1))

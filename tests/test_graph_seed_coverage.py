@@ -19,7 +19,7 @@ def test_path_strings_give_their_proposition_ids() -> None:
 def test_kept_facts_map_to_their_source_passages() -> None:
     triples = pd.DataFrame({"subject": ["Ann", "Ann", "Bo"], "predicate": ["Ann met Bo.", "Ann met Bo.", "x"],
                             "object": ["Bo", "Bo", "y"], "passage_id": ["A", "E", "C"]})
-    facts = fact_passages(triples)
+    facts = fact_passages(triples, ["A", "C", "E"])
     assert facts[("ann", "ann met bo", "bo")] == {"A", "E"}
     traces = pd.DataFrame({"question_id": ["q1", "q2"],
                            "kept_facts": [[["ann", "ann met bo", "bo"]], []],
