@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from prefect import get_run_logger
+from prefect.futures import as_completed
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -65,14 +66,18 @@ class Progress:
             get_run_logger().info("%s: %d/%d (%.0f%%)", self.label, self.done, self.total, pct)
 
 
-def collect(futures: Sequence[Any], label: str) -> list[Any]:
-    """Results of ``futures`` in submission order, reporting progress as each one arrives."""
-    progress = Progress(len(futures), label)
-    results = []
-    for fut in futures:
-        results.append(fut.result())
-        progress.advance()
-    return results
+def collect(futures: Sequence[Any], label: str, sizes: Sequence[int] | None = None) -> list[Any]:
+    """Results of ``futures`` in submission order. Progress advances as each future finishes,
+    in whatever order they finish, by ``sizes[i]`` items (default 1 per future), so one slow
+    early task does not hide the progress of the others; the first failure raises at once."""
+    weights = list(sizes) if sizes is not None else [1] * len(futures)
+    weight = dict(zip(futures, weights))
+    progress = Progress(sum(weights), label)
+    results: dict[Any, Any] = {}
+    for fut in as_completed(list(futures)):
+        results[fut] = fut.result()
+        progress.advance(weight[fut])
+    return [results[fut] for fut in futures]
 
 
 def _safe(fn: Any, **kwargs: Any) -> Any:

@@ -151,12 +151,8 @@ def _sentence_extract(rows: list[tuple[str, str, str]], matcher: TitleMatcher, p
     size = shard_size(len(rows), orch.max_workers, minimum=500)
     futures = [(sentence_shard.submit(list(chunk), matcher, params, s), len(chunk))
                for s, chunk in zip(range(0, len(rows), size), shards(rows, size))]
-    progress = Progress(len(rows), "extract propositions (sentences)")
-    out: list[PassageExtraction] = []
-    for fut, n in futures:
-        out += fut.result()
-        progress.advance(n)
-    return out
+    parts = collect([f for f, _ in futures], "extract propositions (sentences)", [n for _, n in futures])
+    return [extraction for part in parts for extraction in part]
 
 
 def extraction_summary(status: pd.DataFrame, n_props: int, extractor: str) -> dict[str, Any]:

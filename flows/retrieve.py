@@ -20,7 +20,7 @@ from evichain.embed import get_embedder
 from evichain.io import read_parquet
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.run import RUN_COLUMNS, format_passages, run_from_scores
-from flows.common import Progress, shard_size, shards
+from flows.common import collect, shard_size, shards
 
 
 @task(retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE, task_run_name="encode-{label}-{start}")
@@ -35,11 +35,7 @@ def encode_all(texts: list[str], embed: EmbedParams, orch: OrchestrationParams, 
     starts = list(range(0, len(texts), size))
     futures = [encode_shard.submit(list(chunk), embed, label, s)
                for s, chunk in zip(starts, shards(texts, size))]
-    progress = Progress(len(texts), f"encode {label}")
-    out = []
-    for fut, s in zip(futures, starts):
-        out.append(fut.result())
-        progress.advance(min(size, len(texts) - s))
+    out = collect(futures, f"encode {label}", [min(size, len(texts) - s) for s in starts])
     if not out:
         return np.zeros((0, get_embedder(embed).dim), dtype=np.float32)
     return np.concatenate(out)
@@ -72,9 +68,5 @@ def bm25_flow(corpus_path: Path, questions_path: Path, bm25: BM25Params,
     size = shard_size(len(qids), orch.max_workers, minimum=100)
     futures = [(bm25_shard.submit(index, list(q), list(t), s), len(q))
                for s, q, t in zip(range(0, len(qids), size), shards(qids, size), shards(texts, size))]
-    progress = Progress(len(qids), "bm25 questions")
-    parts = []
-    for fut, n in futures:
-        parts.append(fut.result())
-        progress.advance(n)
+    parts = collect([f for f, _ in futures], "bm25 questions", [n for _, n in futures])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=RUN_COLUMNS)

@@ -56,3 +56,40 @@ def test_read_flow_answers_and_records_failures(tables: tuple[Path, Path], tmp_p
     assert rows.at["q2", "error_kind"] == "invalid_json"
     assert list(rows.at["q1", "context_passage_ids"]) == ["p1"]
     assert usage.calls == 3 and usage.failures == 1 and usage.repairs == 1
+
+
+def test_collect_reports_progress_in_completion_order_and_returns_submission_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from prefect import flow, task
+
+    import flows.common as common
+
+    last_done = threading.Event()
+    advanced: list[int] = []
+    monkeypatch.setattr(common.Progress, "advance", lambda self, n=1: advanced.append(n))
+
+    @task
+    def work(i: int) -> int:
+        if i == 0:  # the first task finishes only after the last one has been collected
+            assert last_done.wait(30)
+        return i
+
+    @flow
+    def fan_out() -> list[int]:
+        futures = [work.submit(i) for i in range(3)]
+        futures[2].wait()
+        futures[1].wait()
+        return common.collect(futures, "t", sizes=[10, 20, 30])
+
+    def release_after_two() -> None:
+        while len(advanced) < 2:
+            threading.Event().wait(0.01)
+        last_done.set()
+
+    threading.Thread(target=release_after_two, daemon=True).start()
+    threads = OrchestrationParams(task_runner="thread", max_workers=3)
+    assert common.with_runner(fan_out, threads)() == [0, 1, 2]
+    assert sorted(advanced[:2]) == [20, 30] and advanced[2] == 10
+

@@ -67,3 +67,18 @@ def test_embedding_cache_avoids_reencoding(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(embedder, "_encode_batches", lambda texts, *a: calls.append(texts) or None)
     again = embedder.encode(["gamma", "alpha beta"])
     assert calls == [] and np.array_equal(again, first[::-1])
+
+
+def test_length_sorted_batches_return_vectors_in_input_order(tmp_path, monkeypatch) -> None:
+    from evichain.embed import Embedder, EmbeddingCache
+
+    texts = ["a much longer text about the queen of Lotharingia and her marriage", "Paris",
+             "Ermengarde of Tours died in 851", "king"]
+    embedder = Embedder(EmbedParams(batch_size=2), cache=EmbeddingCache(tmp_path / "e.sqlite"))
+    alone = np.stack([embedder.model.encode([t], normalize_embeddings=True)[0] for t in texts])
+    batches: list[list[str]] = []
+    encode = embedder.model.encode
+    monkeypatch.setattr(embedder.model, "encode", lambda batch, **kw: batches.append(batch) or encode(batch, **kw))
+    together = embedder._encode_batches(texts, False, "t")
+    assert batches == [["king", "Paris"], ["Ermengarde of Tours died in 851", texts[0]]]
+    assert np.allclose(together, alone, atol=1e-5)
