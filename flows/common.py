@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from prefect import get_run_logger
-from prefect.futures import as_completed
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from evichain.config import OrchestrationParams
