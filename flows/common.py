@@ -71,7 +71,7 @@ def collect(futures: Sequence[Any], label: str, sizes: Sequence[int] | None = No
     in whatever order they finish, by ``sizes[i]`` items (default 1 per future), so one slow
     early task does not hide the progress of the others; the first failure raises at once."""
     weights = list(sizes) if sizes is not None else [1] * len(futures)
-    weight = dict(zip(futures, weights))
+    weight = dict(zip(futures, weights, strict=True))
     progress = Progress(sum(weights), label)
     results: dict[Any, Any] = {}
     for fut in as_completed(list(futures)):

@@ -92,4 +92,3 @@ def test_collect_reports_progress_in_completion_order_and_returns_submission_ord
     threads = OrchestrationParams(task_runner="thread", max_workers=3)
     assert common.with_runner(fan_out, threads)() == [0, 1, 2]
     assert sorted(advanced[:2]) == [20, 30] and advanced[2] == 10
-
