@@ -4,9 +4,10 @@ check every cell of the report's main table against the metrics JSON.
 Independent of ir-measures/pytrec_eval: sets and loops only. For every
 ``reports/metrics/<ds>/<method>.json`` with questions, it reads ``artifacts/<ds>/runs/<method>.parquet``
 and ``questions.parquet``, applies the same question filter (gold-reliable on 2Wiki/demo) and
-reports the largest absolute difference per file. Answer metrics (``qa-<m>.json``) are recomputed
-from ``artifacts/<ds>/qa/<m>.parquet`` with a character-loop reimplementation of EviReform C.4
-(no regular expressions, no shared code). Finally every percentage cell of the main table in
+reports the largest absolute difference per file. Files whose run is not on this machine keep
+the row an earlier run recorded, if their metrics JSON has the same md5 (marked ``earlier``).
+Answer metrics (``qa-<m>.json``) are recomputed from ``artifacts/<ds>/qa/<m>.parquet`` with a
+character-loop reimplementation of EviReform C.4 (no regular expressions, no shared code). Finally every percentage cell of the main table in
 ``reports/README.md`` is compared with 100 × the JSON value (to its two printed decimals). Usage:
 
     .venv/bin/python scripts/crosscheck_metrics.py [--out scripts/crosscheck_metrics.results.md]
@@ -15,6 +16,7 @@ from ``artifacts/<ds>/qa/<m>.parquet`` with a character-loop reimplementation of
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -137,32 +139,64 @@ def check_report(readme: Path, root: Path) -> tuple[int, list[str]]:
     return checked, bad
 
 
+HEADER = ["# Metrics cross-check (plain Python vs the pipeline's ir-measures metrics)", "",
+          "Rows marked `earlier` were checked by an earlier run of this script on a machine that had "
+          "their run files; they are kept only while the metrics JSON is byte-identical (same md5).", "",
+          "| dataset | method | questions | max abs difference | metrics JSON md5 | checked |",
+          "|---|---|---:|---:|---|---|"]
+
+
+def json_md5(path: Path) -> str:
+    """md5 of a metrics JSON's bytes: ties a recorded check to the exact file it checked."""
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def earlier_rows(previous: str) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """Rows of a previous results file with an md5 column: (ds, method) -> (questions, diff, md5)."""
+    rows: dict[tuple[str, str], tuple[str, str, str]] = {}
+    for line in previous.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and len(cells[4]) == 32 and all(c in "0123456789abcdef" for c in cells[4]):
+            rows[(cells[0], cells[1])] = (cells[2], cells[3], cells[4])
+    return rows
+
+
+def check_file(path: Path, stored: dict) -> float | None:
+    """Max abs difference for one metrics JSON, or None when its run/answer file is not here."""
+    ds, method = path.parent.name, path.stem
+    if method.startswith("qa-"):
+        if not (Path("artifacts") / ds / "qa" / f"{method[3:]}.parquet").exists():
+            return None
+        return check_qa(ds, method[3:], stored)
+    if not (Path("artifacts") / ds / "runs" / f"{method}.parquet").exists():
+        return None
+    return check(ds, method, stored)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="scripts/crosscheck_metrics.results.md")
     args = parser.parse_args()
-    lines = ["# Metrics cross-check (plain Python vs the pipeline's ir-measures metrics)", "",
-             "| dataset | method | questions | max abs difference |", "|---|---|---:|---:|"]
+    out = Path(args.out)
+    before = earlier_rows(out.read_text()) if out.exists() else {}
+    lines = list(HEADER)
     for path in sorted(Path("reports/metrics").glob("*/*.json")):
         stored = json.loads(path.read_text())
-        ds, method = path.parent.name, path.stem
+        ds, method, md5 = path.parent.name, path.stem, json_md5(path)
         if not stored.get("n_questions"):
             continue
-        if method.startswith("qa-"):
-            if not (Path("artifacts") / ds / "qa" / f"{method[3:]}.parquet").exists():
-                continue
-            diff = check_qa(ds, method[3:], stored)
-        elif not (Path("artifacts") / ds / "runs" / f"{method}.parquet").exists():
-            continue
-        else:
-            diff = check(ds, method, stored)
-        lines.append(f"| {ds} | {method} | {stored['n_questions']} | {diff:.2e} |")
-        print(lines[-1])
+        diff = check_file(path, stored)
+        if diff is not None:
+            lines.append(f"| {ds} | {method} | {stored['n_questions']} | {diff:.2e} | {md5} | this run |")
+            print(lines[-1])
+        elif (ds, method) in before and before[(ds, method)][2] == md5:
+            questions, old_diff, _ = before[(ds, method)]
+            lines.append(f"| {ds} | {method} | {questions} | {old_diff} | {md5} | earlier |")
     checked, bad = check_report(Path("reports/README.md"), Path("reports/metrics"))
     lines += ["", f"Report main table: {checked} percentage cells checked against the metrics JSON, "
               f"{len(bad)} mismatches.", *[f"- {b}" for b in bad]]
     print(lines[-1 - len(bad)])
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    out.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
