@@ -7,8 +7,9 @@ and ``questions.parquet``, applies the same question filter (gold-reliable on 2W
 reports the largest absolute difference per file. Files whose run is not on this machine keep
 the row an earlier run recorded, if their metrics JSON has the same md5 (marked ``earlier``).
 Answer metrics (``qa-<m>.json``) are recomputed from ``artifacts/<ds>/qa/<m>.parquet`` with a
-character-loop reimplementation of EviReform C.4 (no regular expressions, no shared code). Finally every percentage cell of the main table in
-``reports/README.md`` is compared with 100 × the JSON value (to its two printed decimals). Usage:
+character-loop reimplementation of EviReform C.4 (no regular expressions, no shared code).
+Finally every percentage cell of the main table in ``reports/README.md`` is compared with
+100 × the JSON value (to its two printed decimals). Usage:
 
     .venv/bin/python scripts/crosscheck_metrics.py [--out scripts/crosscheck_metrics.results.md]
 """
