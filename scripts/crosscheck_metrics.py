@@ -107,6 +107,11 @@ def check_qa(ds: str, method: str, stored: dict) -> float:
     return max(abs(em - stored["EM"]), abs(f1 - stored["F1"]))
 
 
+def table_cells(line: str) -> list[str]:
+    """Cells of one markdown table row: outer pipes and each cell's padding removed."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
 def check_report(readme: Path, root: Path) -> tuple[int, list[str]]:
     """Compare the main table's percentage cells with the metrics JSON; (cells, mismatches).
 
@@ -123,7 +128,7 @@ def check_report(readme: Path, root: Path) -> tuple[int, list[str]]:
             continue
         if not line.startswith("|") or line.startswith("| ---"):
             continue
-        cells = [c.strip() for c in line.strip("|").split("|")]
+        cells = table_cells(line)
         if cells[0] == "Method":
             header = cells
             continue
@@ -147,16 +152,16 @@ HEADER = ["# Metrics cross-check (plain Python vs the pipeline's ir-measures met
           "|---|---|---:|---:|---|---|"]
 
 
-def json_md5(path: Path) -> str:
+def json_md5(raw: bytes) -> str:
     """md5 of a metrics JSON's bytes: ties a recorded check to the exact file it checked."""
-    return hashlib.md5(path.read_bytes()).hexdigest()
+    return hashlib.md5(raw).hexdigest()
 
 
 def earlier_rows(previous: str) -> dict[tuple[str, str], tuple[str, str, str]]:
     """Rows of a previous results file with an md5 column: (ds, method) -> (questions, diff, md5)."""
     rows: dict[tuple[str, str], tuple[str, str, str]] = {}
     for line in previous.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = table_cells(line)
         if len(cells) == 6 and len(cells[4]) == 32 and all(c in "0123456789abcdef" for c in cells[4]):
             rows[(cells[0], cells[1])] = (cells[2], cells[3], cells[4])
     return rows
@@ -182,10 +187,11 @@ def main() -> None:
     before = earlier_rows(out.read_text()) if out.exists() else {}
     lines = list(HEADER)
     for path in sorted(Path("reports/metrics").glob("*/*.json")):
-        stored = json.loads(path.read_text())
-        ds, method, md5 = path.parent.name, path.stem, json_md5(path)
+        raw = path.read_bytes()
+        stored = json.loads(raw)
         if not stored.get("n_questions"):
             continue
+        ds, method, md5 = path.parent.name, path.stem, json_md5(raw)
         diff = check_file(path, stored)
         if diff is not None:
             lines.append(f"| {ds} | {method} | {stored['n_questions']} | {diff:.2e} | {md5} | this run |")

@@ -27,13 +27,13 @@ def _setup(root: Path) -> tuple[Path, Path]:
 def test_earlier_row_kept_only_while_json_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kept, changed = _setup(tmp_path)
     out = tmp_path / "results.md"
-    out.write_text(f"| ds | kept | 4 | 1.00e-07 | {json_md5(kept)} | earlier |\n"
+    out.write_text(f"| ds | kept | 4 | 1.00e-07 | {json_md5(kept.read_bytes())} | earlier |\n"
                    f"| ds | changed | 4 | 2.00e-07 | {'0' * 32} | earlier |\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["crosscheck_metrics.py", "--out", str(out)])
     crosscheck_metrics.main()
     text = out.read_text()
-    assert f"| ds | kept | 4 | 1.00e-07 | {json_md5(kept)} | earlier |" in text
+    assert f"| ds | kept | 4 | 1.00e-07 | {json_md5(kept.read_bytes())} | earlier |" in text
     assert "| ds | changed |" not in text  # its JSON changed since the check: dropped, not carried
     assert "2 percentage cells checked against the metrics JSON, 0 mismatches." in text
     assert set(earlier_rows(text)) == {("ds", "kept")}
