@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DATASETS: tuple[str, ...] = ("demo", "2wiki", "musique", "hotpotqa", "medical",
-                             "2wiki_s", "hotpotqa_s", "medical_s")
-"""Full benchmarks, the bundled demo, and question samples of full benchmarks (``*_s``)."""
+                             "2wiki_s", "hotpotqa_s", "medical_s", "2wiki_tune_s")
+"""Full benchmarks, the bundled demo, and question samples of full benchmarks (``*_s``).
+``2wiki_tune_s`` is the tuning sample: 2Wiki questions outside every reported sample."""
 
 
 class ParamsError(ValueError):
@@ -55,17 +56,26 @@ class MedicalChunking(Section):
 
 class SampleParams(Section):
     """A question sample of a full dataset (:mod:`evichain.data.sample`): whole corpus,
-    the first ``n_questions`` questions (per question ``type`` with ``per_type``)."""
+    the first ``n_questions`` questions after skipping ``offset`` (per question ``type``
+    with ``per_type``)."""
 
     source: Literal["2wiki", "musique", "hotpotqa", "medical"]
     n_questions: int = Field(100, ge=1, le=100000)
+    offset: int = Field(0, ge=0, le=1000000)
     per_type: bool = False
+
+    @model_validator(mode="after")
+    def _offset_not_per_type(self) -> "SampleParams":
+        if self.per_type and self.offset:
+            raise ValueError("offset applies to release-order samples only (per_type: false)")
+        return self
 
 
 def _default_samples() -> dict[str, SampleParams]:
     return {"2wiki_s": SampleParams(source="2wiki", n_questions=100),
             "hotpotqa_s": SampleParams(source="hotpotqa", n_questions=100),
-            "medical_s": SampleParams(source="medical", n_questions=5, per_type=True)}
+            "medical_s": SampleParams(source="medical", n_questions=5, per_type=True),
+            "2wiki_tune_s": SampleParams(source="2wiki", n_questions=50, offset=100)}
 
 
 class DataParams(Section):
@@ -195,6 +205,10 @@ class ReportParams(Section):
     reference_method: str = "evireform-full"
     bootstrap_resamples: int = Field(10000, ge=100, le=1000000)
     bootstrap_metrics: list[str] = Field(default_factory=lambda: ["Recall@5", "Recall@10", "F1", "EM"])
+    # Variants of ours (issue 38), each against these comparators and its faithful parent.
+    ours: list[str] = Field(default_factory=lambda: ["evireform-robust", "evireform-hybrid", "cee-robust"])
+    ours_comparators: list[str] = Field(default_factory=lambda: ["proprag"])
+    ours_metrics: list[str] = Field(default_factory=lambda: ["Recall@5", "Chain@5", "Recall@10", "nDCG@10"])
 
 
 class OrchestrationParams(Section):
@@ -234,6 +248,9 @@ class Params(Section):
     evireform: EviReformParams = EviReformParams()
     evireform_datasets: list[str] = Field(default_factory=lambda: ["demo"])
     evireform_variants: list[str] = Field(default_factory=lambda: ["base", "full"])
+    # tune_evireform runs on these (samples outside every reported one; each must be in
+    # evireform_datasets, whose `full` run records the LLM answers the grids replay)
+    tuning_datasets: list[str] = Field(default_factory=list)
     cee: CEEParams = CEEParams()
     cee_datasets: list[str] = Field(default_factory=lambda: ["demo"])
     cee_variants: list[str] = Field(
@@ -256,12 +273,20 @@ class Params(Section):
     @field_validator("evireform_variants")
     @classmethod
     def _known_variants(cls, v: list[str]) -> list[str]:
-        from evichain.methods.evireform.variants import VARIANTS
+        from evichain.methods.evireform.variants import OURS, VARIANTS
 
-        return _only_known(v, sorted(VARIANTS), "EviReform variant")
+        return _only_known(v, sorted([*VARIANTS, *OURS]), "EviReform variant")
+
+    @model_validator(mode="after")
+    def _tuning_within_evireform(self) -> "Params":
+        outside = [d for d in self.tuning_datasets if d not in self.evireform_datasets]
+        if outside:
+            raise ValueError(f"tuning_datasets {outside} must also be in evireform_datasets "
+                             "(their `full` run records the LLM answers the grids replay)")
+        return self
 
     @field_validator("datasets", "llm_datasets", "evireform_datasets", "cee_datasets",
-                     "baseline_datasets")
+                     "baseline_datasets", "tuning_datasets")
     @classmethod
     def _known_datasets(cls, v: list[str]) -> list[str]:
         return _only_known(v, list(DATASETS), "dataset")

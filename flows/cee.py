@@ -14,8 +14,13 @@ call the flow logs and prints the token (and, for a priced hosted model, USD) es
 pairs still to call. Facet texts are then encoded (embedding cache) for retrieval.
 
 Retrieval: passages, facets and questions are encoded (cached), the facet bank is built once,
-and each question is one task. Flows take a :class:`~evichain.paths.DatasetPaths`, never
-tables: Prefect stores flow parameters in its API (at most 512 KB).
+and each question is one task. The facet bank comes from ``facets.parquet`` (``cee.facets.source:
+llm``, the paper) or, for ``source: sentences`` (variant ``robust``), is built here without any
+LLM call and without ``facets.parquet``: every passage's sentences are encoded (embedding cache)
+and the M least neighbour-like kept (:func:`~evichain.methods.cee.facets.sentence_facets`); the
+stage summary then holds ``facets`` (source, passages with facets, counts). Flows take a
+:class:`~evichain.paths.DatasetPaths`, never tables: Prefect stores flow parameters in its API
+(at most 512 KB).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from evichain.methods.cee.facets import (FacetPair, PairOutcome, Passage, checkp
                                          estimate_cost, facet_summary, facet_table,
                                          generate_pair_facets, load_shard, nearest_neighbours,
                                          pair_cached, pair_plan, save_shard, select_targets,
-                                         shard_key, status_table)
+                                         sentence_facets, shard_key, status_table)
 from evichain.methods.cee.params import CEEParams, FacetParams
 from evichain.methods.cee.prompts import facet_prompt
 from evichain.methods.cee.retrieve import CEERetriever, QuestionResult
@@ -208,6 +213,18 @@ def facet_bank(facets: pd.DataFrame, pids: Sequence[str], embed: EmbedParams,
     return FacetBank.build([row[p] for p in facets["passage_id"]], vectors, len(pids))
 
 
+def sentence_facet_bank(passages: Sequence[Passage], E: np.ndarray, params: FacetParams,
+                        embed: EmbedParams, orch: OrchestrationParams) -> tuple[FacetBank, dict[str, Any]]:
+    """LLM-free sentence facets for every passage (``cee.facets.source: sentences``): the
+    bank and its counts (``source``, ``passages_with_facets``, …) for the stage summary."""
+    logger = get_run_logger()
+    built = sentence_facets(passages, E, params.n_neighbours, params.sentence_facets,
+                            lambda texts: encode_all(texts, embed, orch, "sentence facets"),
+                            log=logger.info)
+    vectors = built.vectors if built.texts else np.zeros((0, E.shape[1]))
+    return FacetBank.build(built.owner.tolist(), vectors, len(passages)), built.info
+
+
 def _latency(results: Sequence[QuestionResult], key: str) -> dict[str, float]:
     ms = np.array([r.seconds[key] * 1000.0 for r in results]) if results else np.zeros(1)
     return {"p50_ms": round(float(np.percentile(ms, 50)), 3),
@@ -234,7 +251,12 @@ def retrieval_flow(paths: DatasetPaths, params: CEEParams, llm: LLMParams, embed
     corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
     passages = load_passages(corpus)
     E = encode_all(format_passages(corpus, params.passage_format), embed, orch, "passages")
-    bank = facet_bank(read_parquet(facets_path(paths)), [p.passage_id for p in passages], embed, orch)
+    facet_info: dict[str, Any] | None = None
+    if params.facets.source == "sentences":
+        bank, facet_info = sentence_facet_bank(passages, E, params.facets, embed, orch)
+    else:
+        bank = facet_bank(read_parquet(facets_path(paths)), [p.passage_id for p in passages],
+                          embed, orch)
     encode_all(questions["question"].tolist(), embed, orch, "questions")
     client = LLMClient(llm, stage=stage)
     retriever = CEERetriever(E, passages, bank, params, ExploreLLM(client, params),
@@ -246,6 +268,12 @@ def retrieval_flow(paths: DatasetPaths, params: CEEParams, llm: LLMParams, embed
     run = run_table([r for res in results for r in res.rows])
     trace = pd.DataFrame([res.trace for res in results])
     summary = retrieval_summary(trace, results)
+    if facet_info is not None:
+        summary["facets"] = facet_info
+    if params.bridge_expansion:
+        summary["bridge_added"] = int(trace["bridge_added"].sum()) if len(trace) else 0
+        summary["mean_bridge_added"] = (round(float(trace["bridge_added"].mean()), 3)
+                                        if len(trace) else 0.0)
     summary["llm_usage"] = client.usage.as_dict()
     return RetrievalOutput(run, trace, summary)
 

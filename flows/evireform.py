@@ -45,7 +45,12 @@ from evichain.methods.evireform.index import build_index, order_propositions
 from evichain.methods.evireform.llm_steps import EviReformLLM
 from evichain.methods.evireform.params import EviReformParams, IndexParams
 from evichain.methods.evireform.prompts import EXTRACT, LISTING_11
-from evichain.methods.evireform.retrieve import EviReformRetriever, QuestionResult
+from evichain.methods.evireform.index import EviReformIndex
+from evichain.methods.evireform.retrieve import QuestionResult
+from evichain.methods.evireform.tuning import (HYBRID_KEYS, ROBUST_KEYS, choose, config_params,
+                                               hybrid_grid, objective_value, robust_grid)
+from evichain.methods.hybrid import make_retriever
+from evichain.metrics.retrieval import per_question_metrics
 from evichain.methods.evireform.variants import uses_llm
 from evichain.paths import DatasetPaths
 from evichain.retrieval.run import run_table
@@ -196,7 +201,7 @@ def extraction_flow(paths: DatasetPaths, params: IndexParams, llm: LLMParams,
 
 # =========================================================================== retrieval
 @task(cache_policy=NO_CACHE, task_run_name="evireform-{question_id}")
-def retrieve_question(retriever: EviReformRetriever, question_id: str, question: str,
+def retrieve_question(retriever: Any, question_id: str, question: str,
                       h_q: np.ndarray, gold: list[str]) -> QuestionResult:
     """Steps 1–7 for one question."""
     return retriever.retrieve(question_id, question, h_q, gold)
@@ -241,11 +246,9 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-@flow(name="evireform-retrieve", log_prints=True)
-def retrieval_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams,
-                   embed: EmbedParams, orch: OrchestrationParams,
-                   stage: str = "retrieve_evireform") -> RetrievalOutput:
-    """Encode, build the index, then one task per question (module docstring)."""
+def load_index(paths: DatasetPaths, params: EviReformParams, embed: EmbedParams,
+               orch: OrchestrationParams) -> tuple[EviReformIndex, pd.DataFrame, np.ndarray]:
+    """The index (propositions encoded), the questions and their embeddings."""
     corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
     props, entities, incidence = (read_parquet(paths.index_file(f"{n}.parquet"))
                                   for n in ("propositions", "entities", "incidence"))
@@ -253,9 +256,18 @@ def retrieval_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams,
     H = encode_all(props["text"].tolist(), embed, orch, "propositions")
     index = build_index(corpus, props, entities, incidence, H, params.passage_format)
     Q = encode_all(questions["question"].tolist(), embed, orch, "questions")
+    return index, questions, Q
+
+
+@flow(name="evireform-retrieve", log_prints=True)
+def retrieval_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams,
+                   embed: EmbedParams, orch: OrchestrationParams,
+                   stage: str = "retrieve_evireform") -> RetrievalOutput:
+    """Encode, build the index, then one task per question (module docstring)."""
+    index, questions, Q = load_index(paths, params, embed, orch)
     client = LLMClient(llm, stage=stage) if uses_llm(params) else None
     steps = EviReformLLM(client, params) if client else None
-    retriever = EviReformRetriever(index, params, steps, get_embedder(embed).encode)
+    retriever = make_retriever(index, params, steps, get_embedder(embed).encode)
     golds = [list(g) for g in questions["gold_passage_ids"]]
     with _one_blas_thread():
         futures = [retrieve_question.submit(retriever, qid, text, Q[n], golds[n]) for n, (qid, text)
@@ -266,6 +278,65 @@ def retrieval_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams,
     summary = retrieval_summary(trace, results)
     summary["llm_usage"] = client.usage.as_dict() if client else {"calls": 0}
     return RetrievalOutput(run, trace, summary)
+
+
+# =========================================================================== tuning
+@dataclass
+class TuningOutput:
+    """One row per configuration (its values, objective and metric means) and the choices."""
+
+    table: pd.DataFrame
+    chosen: dict[str, Any]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@task(cache_policy=NO_CACHE, task_run_name="tune-{variant}-{n}")
+def evaluate_config(index: EviReformIndex, questions: pd.DataFrame, Q: np.ndarray,
+                    settings: EviReformParams, steps: EviReformLLM | None, embed: EmbedParams,
+                    variant: str, n: int) -> pd.DataFrame:
+    """Per-question metrics of one configuration (questions in turn; LLM answers from the cache)."""
+    retriever = make_retriever(index, settings, steps, get_embedder(embed).encode)
+    rows = [r for i, (qid, text) in enumerate(zip(questions["question_id"], questions["question"]))
+            for r in retriever.retrieve(qid, text, Q[i]).rows]
+    return per_question_metrics(run_table(rows), questions)
+
+
+def _grid_table(futures: Sequence[Any], configs: Sequence[dict[str, Any]], variant: str,
+                objective: Sequence[str]) -> pd.DataFrame:
+    per_q = collect(futures, f"tune {variant} configurations")
+    rows = [{"variant": variant, **cfg, "objective": objective_value(pq, objective),
+             **{m: float(pq[m].mean()) for m in pq.columns if m != "question_id"}}
+            for cfg, pq in zip(configs, per_q, strict=True)]
+    return pd.DataFrame(rows)
+
+
+@flow(name="evireform-tune", log_prints=True)
+def tuning_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams, embed: EmbedParams,
+                orch: OrchestrationParams, stage: str = "tune_evireform") -> TuningOutput:
+    """The two grids of :mod:`evichain.methods.evireform.tuning` on ``paths``' questions."""
+    index, questions, Q = load_index(paths, params, embed, orch)
+    client = LLMClient(llm, stage=stage)
+    steps = EviReformLLM(client, params)
+    objective = params.tuning.objective
+
+    def grid(variant: str, configs: list[dict[str, Any]]) -> pd.DataFrame:
+        futures = [evaluate_config.submit(index, questions, Q, config_params(params, variant, c),
+                                          steps, embed, variant, n) for n, c in enumerate(configs)]
+        return _grid_table(futures, configs, variant, objective)
+
+    with _one_blas_thread():
+        robust = grid("robust", robust_grid(params.tuning))
+        best = choose(robust, ROBUST_KEYS)
+        hybrid = grid("hybrid", hybrid_grid(params.tuning, best))
+    chosen = {**best, **choose(hybrid, HYBRID_KEYS)}
+    summary = {"questions": len(questions), "objective": list(objective),
+               "configurations": len(robust) + len(hybrid), "llm_usage": client.usage.as_dict()}
+    return TuningOutput(pd.concat([robust, hybrid], ignore_index=True), chosen, summary)
+
+
+def run_tuning(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> TuningOutput:
+    """:func:`tuning_flow` on the task runner selected by ``orchestration``."""
+    return with_runner(tuning_flow, orch)(*args, orch=orch, **kwargs)
 
 
 def run_retrieval(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> RetrievalOutput:

@@ -96,11 +96,30 @@ def _main_report(p: Params, raw: RawMetrics, figures: list[str]) -> dict[str, ob
         figures = [*figures, "figures/paired_differences.png"]
     sections = mr.method_sections(metrics, per_q, p.datasets,
                                   p.report.bootstrap_resamples)
+    sections = [*sections, *_ours_sections(p, per_q)]
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
                          sections, mr.question_counts(metrics),
                          mr.pending_line(_scheduled(p), metrics),
                          medical_section(medical_metrics(raw))), reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}
+
+
+def _ours_sections(p: Params, per_q: dict[str, dict[str, object]]) -> list[tuple[str, str]]:
+    """The variants of ours against ``report.ours_comparators`` and their parents (issue 38)."""
+    from evichain.report.ours import ours_section
+
+    r = p.report
+    parts = [ours_section(per_q[ds], ds, r.ours, r.ours_comparators, r.ours_metrics,  # type: ignore[arg-type]
+                          r.bootstrap_resamples) for ds in p.datasets]
+    body = "\n\n".join(x for x in parts if x)
+    if not body:
+        return []
+    tuned = ", ".join(f"`{d}`" for d in p.tuning_datasets) or "no dataset"
+    intro = (f"Ours (not in either paper): {', '.join(r.ours)}; EviReform's tuned on "
+             f"{tuned} only (reports/tuning/), reported here once. Paired "
+             "bootstrap differences (variant − comparator) over the questions both ran on; "
+             "\"CI > 0\" = the 95% interval's lower bound is above 0.")
+    return [("Variants of ours against the best baseline and their parents", f"{intro}\n\n{body}")]
 
 
 def _not_run(p: Params) -> list[str]:

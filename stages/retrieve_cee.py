@@ -1,8 +1,12 @@
 """DVC stage ``retrieve_cee@<dataset>-<variant>``: CEE retrieval (paper §2.3.2–2.3.4) for one
-variant (``full``, ``no_coverage``, ``no_contrastive``, ``no_sequential``; see
-:data:`evichain.methods.cee.params.VARIANTS`).
+variant (``full``, ``no_coverage``, ``no_contrastive``, ``no_sequential``, and ours,
+``robust``; see :data:`evichain.methods.cee.params.VARIANTS`).
 
-Reads the corpus, questions and ``facets.parquet``; writes ``runs/cee-<variant>.parquet``
+Reads the corpus, questions and ``facets.parquet`` — except for a variant whose
+``cee.facets.source`` is ``sentences`` (``robust``), which builds LLM-free sentence facets for
+every passage inside the flow and never opens ``facets.parquet`` (its usage file then holds
+``facets``: source, passages with facets, counts; and ``bridge_added`` with bridge expansion).
+Writes ``runs/cee-<variant>.parquet``
 (question_id, rank, passage_id, score; up to ``cee.top_k`` rows), ``traces/cee-<variant>.parquet``
 (one row per question: probes per round, summaries, pool sizes, selected ids, tokens; see
 :mod:`evichain.methods.cee.retrieve`) and ``usage/retrieve_cee-<variant>.json`` (stop reasons,
@@ -42,7 +46,11 @@ def main(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
                 "mean_pool_size": summary["mean_pool_size"],
                 "llm_calls": summary["llm_usage"].get("calls", 0),
                 "cache_hits": summary["llm_usage"].get("cache_hits", 0),
-                "compute_p50_ms": summary["latency_compute"]["p50_ms"]}
+                "compute_p50_ms": summary["latency_compute"]["p50_ms"],
+                **({"facet_source": summary["facets"]["source"],
+                    "passages_with_facets": summary["facets"]["passages_with_facets"]}
+                   if "facets" in summary else {}),
+                **({"bridge_added": summary["bridge_added"]} if "bridge_added" in summary else {})}
 
     run_stage(f"retrieve_cee@{dataset}-{variant}", body)
 

@@ -46,9 +46,15 @@ def _sampled(name: str) -> tuple[tuple[str, ...], Converter]:
         if spec is None:
             raise ValueError(f"dataset {name!r} needs data.samples.{name} in params.yaml")
         corpus, questions = _CONVERTERS[spec.source][1](source_dir, params)
-        return corpus, sample_questions(questions, spec.n_questions, spec.per_type)
+        return corpus, sample_questions(questions, spec.n_questions, spec.per_type, spec.offset)
 
-    return _CONVERTERS[name.removesuffix("_s")][0], convert
+    return _CONVERTERS[sample_source(name)][0], convert
+
+
+def sample_source(name: str) -> str:
+    """The benchmark a sample dataset's files come from: its name up to the first ``_``
+    (``2wiki_s`` and ``2wiki_tune_s`` → ``2wiki``)."""
+    return name.split("_", 1)[0]
 
 
 def source_files(name: str) -> tuple[str, ...]:

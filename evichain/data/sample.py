@@ -4,8 +4,10 @@ A sample dataset (``2wiki_s``, ``hotpotqa_s``, ``medical_s``) keeps the source's
 (so retrieval is exactly as hard as on the full dataset) and takes a fixed, deterministic
 subset of its questions, in release order (no randomness):
 
-* ``per_type: false``: the first ``n_questions`` questions (2Wiki: the first ``n_questions``
-  gold-reliable ones, the questions the evaluation counts);
+* ``per_type: false``: the first ``n_questions`` questions after the first ``offset`` (2Wiki:
+  gold-reliable ones only, the questions the evaluation counts); ``offset`` keeps a tuning
+  sample (``2wiki_tune_s``: reliable questions 101-150) disjoint from a reported one
+  (``2wiki_s``: 1-100);
 * ``per_type: true``: the first ``n_questions`` questions of each ``type`` (GraphRAG-Bench
   Medical's four question types), types in order of first appearance.
 
@@ -17,14 +19,15 @@ from __future__ import annotations
 import pandas as pd
 
 
-def sample_questions(questions: pd.DataFrame, n_questions: int, per_type: bool) -> pd.DataFrame:
+def sample_questions(questions: pd.DataFrame, n_questions: int, per_type: bool,
+                     offset: int = 0) -> pd.DataFrame:
     """The sample's questions (rules in the module docstring), with a fresh index."""
     pool = questions[questions["gold_reliable"]] if "gold_reliable" in questions else questions
     if per_type:
         picked = pool.groupby("type", sort=False, group_keys=False).head(n_questions)
         picked = picked.sort_index()
     else:
-        picked = pool.head(n_questions)
+        picked = pool.iloc[offset:offset + n_questions]
     if len(picked) == 0:
         raise ValueError("sample: no questions selected")
     return picked.reset_index(drop=True)

@@ -7,8 +7,10 @@ evidence-conditioned probe generation and K_cand retrieval per probe (Eq. 1), fa
 scoring (Eq. 2–6) and the greedy coverage-aware final selection (Eq. 7–8).
 
 Modules: ``params`` (settings, variants), ``prompts`` (the facet, probe and summary prompts,
-documented in ``PROMPTS.md``), ``facets``, ``explore``, ``scoring``, ``selection``,
-``retrieve``, ``tables`` (paper-shaped Table 1 / Table 2 from metrics files).
+documented in ``PROMPTS.md``), ``facets`` (also the LLM-free sentence facets of variant
+``robust``), ``explore``, ``bridge`` (bridge-title pool expansion, variant ``robust``),
+``scoring``, ``selection``, ``retrieve``, ``tables`` (paper-shaped Table 1 / Table 2 from
+metrics files).
 """
 
 # Importing evichain.config first breaks the import cycle config ↔ params: config imports

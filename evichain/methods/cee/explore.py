@@ -16,6 +16,10 @@ Decisions the paper leaves open (documented here and in PROMPTS.md):
   (generation failed and ``question_as_probe`` is off) q itself is used (``question_fallback``).
 
 Without sequential exploration (Table 2 ablation) only round 1 runs (no summary).
+
+With ``bridge_expansion`` (ours, variant ``robust``; :mod:`.bridge`) each round's pool also
+gets B_t(q), the passages whose title the round's scanned passages name:
+A_t(q) = A_{t−1}(q) ∪ ⋃_p Ret(p) ∪ B_t(q). The summary, and so every LLM call, is unchanged.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import numpy as np
 
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.llm.types import Prompt
+from evichain.methods.cee.bridge import BridgeIndex
 from evichain.methods.cee.facets import Passage, step_tokens
 from evichain.methods.cee.params import CEEParams
 from evichain.methods.cee.prompts import (clean_texts, cut_words, minified, nonempty_check,
@@ -117,6 +122,8 @@ class Exploration:
     pool: list[int] = field(default_factory=list)
     pool_sizes: list[int] = field(default_factory=list)
     summaries: list[str] = field(default_factory=list)
+    bridge_rows: list[int] = field(default_factory=list)
+    bridge_rounds: list[int] = field(default_factory=list)
     stop_reason: str = "rounds"
     failures: list[str] = field(default_factory=list)
     llm_steps: int = 0
@@ -155,15 +162,20 @@ def _fresh(candidates: Sequence[str], seen: Sequence[str]) -> list[str]:
 
 
 class Explorer:
-    """Runs T rounds of Eq. 1 for one question at a time (no mutable shared state)."""
+    """Runs T rounds of Eq. 1 for one question at a time (no mutable shared state).
+
+    ``bridge``: the corpus's :class:`BridgeIndex` when ``params.bridge_expansion`` (built here
+    if not given; once per explorer, shared read-only by the questions).
+    """
 
     def __init__(self, E: np.ndarray, passages: Sequence[Passage], params: CEEParams,
-                 llm: ExploreLLM, encode: Encoder) -> None:
+                 llm: ExploreLLM, encode: Encoder, bridge: BridgeIndex | None = None) -> None:
         self.E = E
         self.passages = passages
         self.params = params
         self.llm = llm
         self.encode = encode
+        self.bridge = (bridge or BridgeIndex(passages)) if params.bridge_expansion else None
 
     def run(self, question: str) -> Exploration:
         """Exploration for q (module docstring)."""
@@ -171,6 +183,7 @@ class Explorer:
         probes = self._first_probes(ex, question)
         vectors: list[np.ndarray] = []
         pool: set[int] = set()
+        q_vec: np.ndarray | None = None
         rounds = self.params.effective_rounds
         for t in range(1, rounds + 1):
             new = _fresh(probes, ex.probes)
@@ -179,6 +192,10 @@ class Explorer:
                 break
             hits = self._retrieve(ex, new, t, vectors)
             pool.update(int(i) for h in hits for i in h)
+            if self.bridge is not None:
+                if q_vec is None:
+                    q_vec = self._encode_question(ex, question)
+                self._expand(ex, hits, pool, q_vec, t)
             ex.pool_sizes.append(len(pool))
             if t == rounds:
                 break
@@ -188,6 +205,26 @@ class Explorer:
         ex.pool = sorted(pool)
         ex.probe_vectors = np.stack(vectors) if vectors else np.zeros((0, self.E.shape[1]))
         return ex
+
+    def _encode_question(self, ex: Exploration, question: str) -> np.ndarray:
+        """φ(q) for the bridge ordering (embedding service, cached)."""
+        start = time.perf_counter()
+        q = np.asarray(self.encode([question]), dtype=np.float64)[0]
+        ex.encode_seconds += time.perf_counter() - start
+        return q
+
+    def _expand(self, ex: Exploration, hits: list[np.ndarray], pool: set[int], q: np.ndarray,
+                t: int) -> None:
+        """Add B_t(q) to ``pool`` (:mod:`.bridge`); the scanned passages are the summary's
+        (``bridge_scan: summary``) or every passage retrieved in round t (``retrieved``)."""
+        assert self.bridge is not None
+        limit = (self.params.summary_max_passages if self.params.bridge_scan == "summary"
+                 else sum(len(h) for h in hits))
+        scanned = round_passages(hits, limit) if limit else []
+        added = self.bridge.expand(scanned, pool, q, self.E, self.params.bridge_max_per_round)
+        pool.update(added)
+        ex.bridge_rows.extend(added)
+        ex.bridge_rounds.extend([t] * len(added))
 
     def _first_probes(self, ex: Exploration, question: str) -> list[str]:
         generated, usage = self.llm.initial_probes(question)

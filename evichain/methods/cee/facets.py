@@ -12,6 +12,14 @@
   reach (``reachable``): the union over questions of each question's dense top-``facet_scope_n``
   pool — a restriction for machines where the LLM is slow, not part of the method.
 
+LLM-free sentence facets (ours; ``cee.facets.source: sentences``, variant ``robust``;
+:func:`sentence_facets`): for every passage d, with R_d its ``n_neighbours`` nearest passages
+and σ_1 … σ_n its sentences (the EviReform sentence splitter), each encoded as
+``"<title>: <sentence>"``, m(σ_j) = max_{r ∈ R_d} cos(φ(σ_j), φ(d_r)) and C_d = the
+``sentence_facets`` (M) sentences with the lowest m, ties by sentence order (the sentences that
+tell d apart from its neighbours); a passage with n ≤ M sentences keeps all of them. No LLM
+call; the questions are not looked at.
+
 Tables: facets ``(facet_id, passage_id, neighbour_id, facet_query)`` with
 ``facet_id = "<passage_id>#<ordinal>"``; status, one row per pair ``(passage_id, neighbour_id,
 neighbour_rank, similarity, status, error_kind, error, n_facets, prompt_tokens,
@@ -24,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +48,7 @@ from evichain.llm.types import Prompt, result_tokens
 from evichain.methods.cee.params import FacetParams
 from evichain.methods.cee.prompts import (clean_texts, cut_words, facet_prompt, minified,
                                           nonempty_check)
+from evichain.methods.evireform.extract import split_sentences
 from evichain.retrieval.run import top_k_indices
 
 MIN_FACET_WORDS = 3
@@ -118,6 +127,112 @@ def pair_plan(passage_ids: Sequence[str], targets: np.ndarray, idx: np.ndarray, 
         plan[tid] = [FacetPair(tid, passage_ids[int(j)], r + 1, round(float(s), 6))
                      for r, (j, s) in enumerate(zip(row[:max_pairs], srow[:max_pairs]))]
     return plan
+
+
+# --------------------------------------------------------------------------- sentence facets
+@dataclass(frozen=True)
+class SentenceCandidates:
+    """Every sentence of the corpus: its passage row, its ordinal in the passage and its facet
+    text ``"<title>: <sentence>"`` (passages in stored order, sentences in text order)."""
+
+    owner: np.ndarray
+    position: np.ndarray
+    texts: list[str]
+
+
+def sentence_candidates(passages: Sequence[Passage]) -> SentenceCandidates:
+    """Split every passage into sentences (:func:`~evichain.methods.evireform.extract.split_sentences`)."""
+    owner: list[int] = []
+    position: list[int] = []
+    texts: list[str] = []
+    for row, p in enumerate(passages):
+        for j, sentence in enumerate(split_sentences(p.text)):
+            owner.append(row)
+            position.append(j)
+            texts.append(f"{p.title}: {sentence}")
+    return SentenceCandidates(np.asarray(owner, dtype=np.int64),
+                              np.asarray(position, dtype=np.int64), texts)
+
+
+def neighbour_max_similarity(V: np.ndarray, owner: np.ndarray, E: np.ndarray,
+                             neighbours: np.ndarray, block: int = 2048) -> np.ndarray:
+    """m(σ) = max_{r ∈ R_{d(σ)}} cos(φ(σ), φ(d_r)) for every sentence row of V (n_s).
+
+    ``owner[s]`` is σ's passage row, ``neighbours`` the R_d rows per passage (N × k). Vectorised
+    in blocks of ``block`` sentences (never an n_s × k × dim tensor). Without neighbours
+    (k = 0) every m is −∞, so the sentence order decides.
+    """
+    n_s = V.shape[0]
+    out = np.full(n_s, -np.inf)
+    if n_s == 0 or neighbours.shape[1] == 0:
+        return out
+    Vn = _unit(np.asarray(V, dtype=np.float64))
+    En = _unit(np.asarray(E, dtype=np.float64))
+    for lo in range(0, n_s, block):
+        hi = min(n_s, lo + block)
+        N = En[neighbours[owner[lo:hi]]]                               # b × k × dim
+        out[lo:hi] = np.einsum("bd,bkd->bk", Vn[lo:hi], N).max(axis=1)
+    return out
+
+
+def _unit(X: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(X, axis=-1, keepdims=True)
+    return np.divide(X, norm, out=np.zeros_like(X), where=norm > 0)
+
+
+def select_sentence_facets(owner: np.ndarray, position: np.ndarray, max_sim: np.ndarray,
+                           m: int) -> np.ndarray:
+    """Indices of the kept sentences: per passage the ``m`` with the lowest ``max_sim``, ties by
+    ``position`` (a passage with ≤ m sentences keeps all). Returned ascending (passage, then
+    sentence order)."""
+    if owner.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((position, max_sim, owner))           # by passage, then m, then ordinal
+    sorted_owner = owner[order]
+    first = np.flatnonzero(np.r_[True, sorted_owner[1:] != sorted_owner[:-1]])
+    group_start = np.repeat(first, np.diff(np.r_[first, sorted_owner.size]))
+    rank = np.arange(sorted_owner.size) - group_start
+    return np.sort(order[rank < m])
+
+
+@dataclass(frozen=True)
+class SentenceFacets:
+    """Sentence facets of a corpus: owner rows, texts and embeddings of the kept sentences, and
+    the counts for the stage summary."""
+
+    owner: np.ndarray
+    texts: list[str]
+    vectors: np.ndarray
+    info: dict[str, Any]
+
+
+def sentence_facets(passages: Sequence[Passage], E: np.ndarray, n_neighbours: int, m: int,
+                    encode: Callable[[list[str]], np.ndarray],
+                    log: Callable[..., None] | None = None) -> SentenceFacets:
+    """C_d for every passage (module docstring, "LLM-free sentence facets").
+
+    ``E``: the passage embeddings (stored order); ``encode``: texts → embeddings (the flow's
+    cached embedding service); ``log``: an optional ``(fmt, *args)`` logger for progress.
+    """
+    def say(fmt: str, *args: object) -> None:
+        if log is not None:
+            log(fmt, *args)
+
+    cands = sentence_candidates(passages)
+    say("sentence facets: %d sentences in %d passages; encoding", len(cands.texts), len(passages))
+    V = (np.asarray(encode(cands.texts), dtype=np.float64) if cands.texts
+         else np.zeros((0, E.shape[1])))
+    say("sentence facets: %d nearest neighbours of %d passages", n_neighbours, len(passages))
+    idx, _ = nearest_neighbours(E, np.arange(len(passages)), n_neighbours)
+    max_sim = neighbour_max_similarity(V, cands.owner, E, idx)
+    keep = select_sentence_facets(cands.owner, cands.position, max_sim, m)
+    owner = cands.owner[keep]
+    info = {"source": "sentences", "n_neighbours": int(idx.shape[1]), "sentence_facets": m,
+            "passages": len(passages), "sentences": len(cands.texts), "facets": int(keep.size),
+            "passages_with_facets": int(np.unique(owner).size)}
+    say("sentence facets: %d facets for %d of %d passages", info["facets"],
+        info["passages_with_facets"], len(passages))
+    return SentenceFacets(owner, [cands.texts[i] for i in keep], V[keep], info)
 
 
 # --------------------------------------------------------------------------- LLM

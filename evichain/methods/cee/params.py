@@ -9,7 +9,9 @@ Paper defaults: 10 nearest neighbours per passage, T = 4 rounds, K_cand = 10, K_
 input size) are params with documented defaults.
 
 Variants (:data:`VARIANTS`, Table 2 of the paper) are named overrides of the three switches;
-``full`` is the block as written.
+``full`` is the block as written. ``robust`` is ours, not the paper's: it keeps the method and
+adds three changes, each a param whose default leaves the paper-faithful variants unchanged
+(``bridge_expansion``, ``facets.source: sentences``, ``coverage_normalise``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,14 @@ class FacetParams(Section):
     * ``max_failure_rate``: the stage fails above this fraction of failed pairs (after writing).
     * ``restricted``: datasets run with a machine restriction (:class:`FacetRestriction`);
       :meth:`for_dataset` gives the settings one dataset is run with.
+    * ``source``: where C_d comes from. ``llm`` (the paper; default): the facet queries of
+      ``facets.parquet`` (stage ``generate_facets``). ``sentences`` (ours, LLM-free, built inside
+      the retrieval flow for *every* passage, whatever ``facet_scope``/``restricted`` say): with
+      R_d the ``n_neighbours`` nearest passages of d and σ_j the sentences of d, encoded as
+      ``"<title>: <sentence>"``, ``m(σ_j) = max_{r ∈ R_d} cos(φ(σ_j), φ(d_r))`` and C_d = the
+      ``sentence_facets`` sentences with the lowest m (ties by sentence order); a passage with
+      at most ``sentence_facets`` sentences keeps all of them.
+    * ``sentence_facets``: M, facets per passage under ``source: sentences``.
     """
 
     n_neighbours: int = Field(10, ge=1, le=1000)
@@ -77,6 +87,8 @@ class FacetParams(Section):
     checkpoint_shard: int = Field(32, ge=1, le=100_000)
     max_failure_rate: float = Field(0.05, ge=0.0, le=1.0)
     restricted: FacetRestriction = FacetRestriction()
+    source: Literal["llm", "sentences"] = "llm"
+    sentence_facets: int = Field(3, ge=1, le=100)
 
     @model_validator(mode="after")
     def _pairs_within_neighbours(self) -> "FacetParams":
@@ -112,6 +124,15 @@ class CEEParams(Section):
     * ``top_k``: run depth: the K_final greedy picks, then the rest of A(q) by s(d).
     * Switches (Table 2): ``coverage`` (off: rank A(q) by s), ``contrastive`` (off: g = sim,
       so s = s_base), ``sequential`` (off: round 1 only).
+    * ``bridge_expansion`` (ours; default off = the paper's Eq. 1): after each round t,
+      A_t(q) = A_{t−1}(q) ∪ ⋃_p Ret(p) ∪ B_t(q), where B_t(q) holds the passages whose title
+      (≥ 4 characters; whole words, case-insensitive) occurs in the text of the round's scanned
+      passages (``bridge_scan``: ``summary`` = the passages the summary e_t sees; ``retrieved``
+      = every passage retrieved in round t), a passage's own title excluded, minus what is
+      already in the pool, at most ``bridge_max_per_round`` of them, by sim(q, d) descending
+      (ties by corpus order).
+    * ``coverage_normalise`` (ours; default off = the paper's Eq. 7): the greedy selection uses
+      Δ_cov(d | S) / |P(q)| instead of Δ_cov(d | S).
     """
 
     facets: FacetParams = FacetParams()
@@ -130,6 +151,10 @@ class CEEParams(Section):
     coverage: bool = True
     contrastive: bool = True
     sequential: bool = True
+    bridge_expansion: bool = False
+    bridge_max_per_round: int = Field(10, ge=1, le=10_000)
+    bridge_scan: Literal["summary", "retrieved"] = "summary"
+    coverage_normalise: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> "CEEParams":
@@ -150,8 +175,24 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no_coverage": {"coverage": False},
     "no_contrastive": {"contrastive": False},
     "no_sequential": {"sequential": False},
+    "robust": {"bridge_expansion": True, "coverage_normalise": True,
+               "facets": {"source": "sentences"}},
 }
-"""Table 2 variants: ``full`` = ``cee`` as written; the others switch one component off."""
+"""Table 2 variants: ``full`` = ``cee`` as written; the others switch one component off.
+``robust`` (ours) = ``full`` + bridge-title pool expansion + LLM-free sentence facets for every
+passage + coverage gain normalised by |P(q)| (nested blocks such as ``facets`` are merged key by
+key, so ``cee.facets`` keeps its other settings)."""
+
+
+def _merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``update`` applied, nested mappings merged key by key."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def variant_params(params: CEEParams, variant: str) -> CEEParams:
@@ -159,7 +200,8 @@ def variant_params(params: CEEParams, variant: str) -> CEEParams:
     if variant not in VARIANTS:
         raise ParamsError(f"unknown CEE variant '{variant}'; known: {sorted(VARIANTS)}")
     try:
-        return CEEParams.model_validate({**params.model_dump(), **VARIANTS[variant]})
+        return CEEParams.model_validate(_merged(params.model_dump(), VARIANTS[variant]))
     except ValidationError as exc:
-        msg = "; ".join(e["msg"] for e in exc.errors())
+        msg = "; ".join(f"cee.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"]
+                        else e["msg"] for e in exc.errors())
         raise ParamsError(f"variant '{variant}' is inconsistent with params cee: {msg}") from None

@@ -11,7 +11,10 @@ probe; the question itself is the first probe of round 1 when ``question_as_prob
 ``rounds_run``, ``stop_reason``, ``llm_failures`` (``round<t>:<step>:<kind>``),
 ``selected_ids`` (the greedy picks), ``n_pool_with_facets``, ``gold_in_pool``, ``n_gold``,
 ``llm_steps``, ``prompt_tokens``, ``completion_tokens`` (tokens of cache hits are the stored
-ones, so the trace does not depend on the cache state).
+ones, so the trace does not depend on the cache state). With ``bridge_expansion`` (variant
+``robust``) also ``bridge_added`` (|⋃_t B_t(q)|), ``bridge_ids`` and ``bridge_rounds`` (the
+passages the title links added, with their round); without it these columns are absent, so the
+paper-faithful variants' traces are unchanged.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from evichain.methods.cee.bridge import BridgeIndex
 from evichain.methods.cee.explore import Encoder, ExploreLLM, Explorer, Exploration
 from evichain.methods.cee.facets import Passage
 from evichain.methods.cee.params import CEEParams
@@ -47,7 +51,7 @@ def rank_pool(P: np.ndarray, E: np.ndarray, bank: FacetBank, pool: Sequence[int]
     F, mask = bank.gather(rows) if params.contrastive else bank.gather(rows[:0])
     scores = score_pool(P, E[rows], F, mask, params.alpha, params.beta, params.contrastive)
     order, run_scores = final_ranking(scores.s, scores.g, params.k_final, params.top_k,
-                                      params.coverage)
+                                      params.coverage, params.coverage_normalise)
     picks = order[:min(params.k_final, len(order))] if params.coverage else []
     return Ranked([int(rows[i]) for i in order], run_scores, [int(rows[i]) for i in picks], scores)
 
@@ -62,15 +66,20 @@ class QuestionResult:
 
 
 class CEERetriever:
-    """Exploration, refinement and selection for one question at a time (thread-safe)."""
+    """Exploration, refinement and selection for one question at a time (thread-safe).
+
+    With ``params.bridge_expansion`` the title matcher (:class:`BridgeIndex`) is built once
+    here (or passed as ``bridge``) and shared by every question.
+    """
 
     def __init__(self, E: np.ndarray, passages: Sequence[Passage], bank: FacetBank,
-                 params: CEEParams, llm: ExploreLLM, encode: Encoder) -> None:
+                 params: CEEParams, llm: ExploreLLM, encode: Encoder,
+                 bridge: BridgeIndex | None = None) -> None:
         self.E = np.asarray(E, dtype=np.float64)
         self.passages = passages
         self.bank = bank
         self.params = params
-        self.explorer = Explorer(self.E, passages, params, llm, encode)
+        self.explorer = Explorer(self.E, passages, params, llm, encode, bridge)
 
     def retrieve(self, question_id: str, question: str, gold: Sequence[str] = ()) -> QuestionResult:
         """Run CEE for q; returns the run rows, the trace row and timings."""
@@ -87,14 +96,20 @@ class CEERetriever:
 
     def _trace(self, question_id: str, ex: Exploration, ranked: Ranked, gold: set[str]) -> dict[str, Any]:
         pool_ids = {self.passages[i].passage_id for i in ex.pool}
-        return {"question_id": question_id, "probes": list(ex.probes),
-                "probe_rounds": [int(t) for t in ex.probe_rounds], "summaries": list(ex.summaries),
-                "pool_sizes": [int(n) for n in ex.pool_sizes], "pool_size": len(ex.pool),
-                "rounds_run": ex.rounds_run, "stop_reason": ex.stop_reason,
-                "llm_failures": list(ex.failures),
-                "selected_ids": [self.passages[i].passage_id for i in ranked.picks],
-                "n_pool_with_facets": int((self.bank.count[np.asarray(ex.pool, dtype=np.int64)] > 0).sum())
-                if ex.pool else 0,
-                "gold_in_pool": len(gold & pool_ids), "n_gold": len(gold),
-                "llm_steps": ex.llm_steps, "prompt_tokens": ex.prompt_tokens,
-                "completion_tokens": ex.completion_tokens}
+        pool_rows = np.asarray(ex.pool, dtype=np.int64)
+        row: dict[str, Any] = {
+            "question_id": question_id, "probes": list(ex.probes),
+            "probe_rounds": [int(t) for t in ex.probe_rounds], "summaries": list(ex.summaries),
+            "pool_sizes": [int(n) for n in ex.pool_sizes], "pool_size": len(ex.pool),
+            "rounds_run": ex.rounds_run, "stop_reason": ex.stop_reason,
+            "llm_failures": list(ex.failures),
+            "selected_ids": [self.passages[i].passage_id for i in ranked.picks],
+            "n_pool_with_facets": int((self.bank.count[pool_rows] > 0).sum()) if ex.pool else 0,
+            "gold_in_pool": len(gold & pool_ids), "n_gold": len(gold),
+            "llm_steps": ex.llm_steps, "prompt_tokens": ex.prompt_tokens,
+            "completion_tokens": ex.completion_tokens}
+        if self.params.bridge_expansion:
+            row.update({"bridge_added": len(ex.bridge_rows),
+                        "bridge_ids": [self.passages[i].passage_id for i in ex.bridge_rows],
+                        "bridge_rounds": [int(t) for t in ex.bridge_rounds]})
+        return row

@@ -21,9 +21,17 @@ def coverage_state(g: np.ndarray, selected: list[int]) -> np.ndarray:
     return g[:, selected].max(axis=1)
 
 
-def coverage_gain(g: np.ndarray, gamma: np.ndarray) -> np.ndarray:
-    """Eq. 7: Δ_cov(d | S) = Σ_p max(0, g(p, d) − γ_S(p)) for every candidate d (n_d)."""
-    return np.maximum(0.0, g - gamma[:, None]).sum(axis=0)
+def coverage_gain(g: np.ndarray, gamma: np.ndarray, normalise: bool = False) -> np.ndarray:
+    """Eq. 7: Δ_cov(d | S) = Σ_p max(0, g(p, d) − γ_S(p)) for every candidate d (n_d).
+
+    With ``normalise`` (``cee.coverage_normalise``, ours): Δ_cov(d | S) / |P(q)|, |P(q)| = the
+    number of probes (rows of g), so the gain is a mean over probes in [0, 2] and does not swamp
+    s(d) when there are many probes. Without probes the gain is 0 either way.
+    """
+    gain = np.maximum(0.0, g - gamma[:, None]).sum(axis=0)
+    if normalise and g.shape[0] > 0:
+        return gain / g.shape[0]
+    return gain
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,9 @@ class Selection:
     utility: list[float]
 
 
-def greedy_select(s: np.ndarray, g: np.ndarray, k: int) -> Selection:
-    """Eq. 8 repeated until |S| = min(k, n_d): d* = argmax_{d ∉ S} s(d) + Δ_cov(d | S).
+def greedy_select(s: np.ndarray, g: np.ndarray, k: int, normalise: bool = False) -> Selection:
+    """Eq. 8 repeated until |S| = min(k, n_d): d* = argmax_{d ∉ S} s(d) + Δ_cov(d | S)
+    (Δ_cov / |P(q)| with ``normalise``, see :func:`coverage_gain`).
 
     γ is updated after each pick (γ ← max(γ, g(·, d*))); ties go to the lower index.
     """
@@ -45,7 +54,7 @@ def greedy_select(s: np.ndarray, g: np.ndarray, k: int) -> Selection:
     order: list[int] = []
     utility: list[float] = []
     for _ in range(min(k, n)):
-        u = np.where(taken, -np.inf, s + coverage_gain(g, gamma))
+        u = np.where(taken, -np.inf, s + coverage_gain(g, gamma, normalise))
         best = int(np.argmax(u))  # first maximum = lowest index on ties
         order.append(best)
         utility.append(float(u[best]))
@@ -55,18 +64,19 @@ def greedy_select(s: np.ndarray, g: np.ndarray, k: int) -> Selection:
 
 
 def final_ranking(s: np.ndarray, g: np.ndarray, k_final: int, top_k: int,
-                  coverage: bool = True) -> tuple[list[int], list[float]]:
+                  coverage: bool = True, normalise: bool = False) -> tuple[list[int], list[float]]:
     """Candidate indices and run scores, at most ``top_k`` of them.
 
     With ``coverage``: the greedy order of Eq. 8 (score = the utility at its pick, which never
     increases from pick to pick), then the rest of the pool by s(d). Without (Table 2 ablation):
     the pool ranked by s(d) alone. Scores never increase down the ranking: every unpicked d has
-    s(d) ≤ its utility ≤ the last pick's utility.
+    s(d) ≤ its utility ≤ the last pick's utility. ``normalise``: Eq. 7's gain divided by
+    |P(q)| in the greedy picks (``cee.coverage_normalise``).
     """
     if not coverage:
         idx = top_k_indices(s, top_k)
         return [int(i) for i in idx], [float(s[i]) for i in idx]
-    sel = greedy_select(s, g, k_final)
+    sel = greedy_select(s, g, k_final, normalise)
     picked = set(sel.order)
     rest = np.array([i for i in range(s.shape[0]) if i not in picked], dtype=np.int64)
     tail = rest[top_k_indices(s[rest], top_k - len(sel.order))] if rest.size else rest

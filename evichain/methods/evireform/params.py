@@ -57,6 +57,45 @@ class IndexParams(Section):
         return self.model_copy(update={"extractor": extractor})
 
 
+class RobustParams(Section):
+    """Settings of the ``robust`` and ``hybrid`` variants (ours, not the paper's; issue 38).
+
+    Tuned on ``2wiki_tune_s`` (2Wiki reliable questions 101-150, outside every reported
+    sample) by ``tune_evireform``; the paper-faithful variants never read this block.
+
+    * ``backstop_eps``: ε of the dense backstop s′ = s + ε û, û = the candidates' u
+      L1-normalised (0 = off).
+    * ``backfill``: the seed set S_q is filled up to ``max_selected`` from the candidate
+      ranking (E_q, the evidence shown to the reformulator, stays the LLM's ids).
+    * ``k_r``: propositions per residual query (replaces ``evireform.k_r``).
+    * ``coverage_pool``: ``hybrid``: the readout's top passages that form the pool A(q).
+    * ``coverage_weight``: ``hybrid``: λ of d* = argmax s(d) + λ Δ_cov(d | S)/|P(q)|.
+    """
+
+    backstop_eps: float = Field(0.5, ge=0.0, le=100.0)
+    backfill: bool = True
+    k_r: int = Field(2, ge=1, le=1000)
+    coverage_pool: int = Field(30, ge=1, le=10_000)
+    coverage_weight: float = Field(1.0, ge=0.0, le=100.0)
+
+
+class TuningParams(Section):
+    """Grids of ``tune_evireform`` (:mod:`evichain.methods.evireform.tuning`).
+
+    * ``objective``: per-question metrics whose means are summed and maximised.
+    * ``backstop_eps``, ``backfill``, ``k_r``: the ``robust`` grid (full cross product).
+    * ``coverage_pool``, ``coverage_weight``: the ``hybrid`` grid, searched with the best
+      ``robust`` values fixed.
+    """
+
+    objective: list[str] = Field(default_factory=lambda: ["Recall@5", "Chain@5"], min_length=1)
+    backstop_eps: list[float] = Field(default_factory=lambda: [0.0, 0.25, 0.5, 1.0, 2.0], min_length=1)
+    backfill: list[bool] = Field(default_factory=lambda: [False, True], min_length=1)
+    k_r: list[int] = Field(default_factory=lambda: [2, 4, 8], min_length=1)
+    coverage_pool: list[int] = Field(default_factory=lambda: [10, 20, 30, 50], min_length=1)
+    coverage_weight: list[float] = Field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0], min_length=1)
+
+
 class EviReformParams(Section):
     """Online retrieval (Steps 1–7 of DESIGN §4; paper §3.5–3.8, Appendix A.2/A.4/A.6).
 
@@ -75,6 +114,17 @@ class EviReformParams(Section):
     * ``rounds``: 1 = Listing 13; 2–3 = the bounded gap controller of Listing 16 (Eq. 19).
     * ``selection``: ``llm`` = Listing 12; ``top`` = the ``max_selected`` highest candidates
       (an LLM-free control, not in the paper).
+
+    Our additions (off in every paper variant; the ``robust`` / ``hybrid`` variants switch them
+    on with the values of the ``robust`` block, :class:`RobustParams`):
+
+    * ``backstop_eps``, ``backfill``: see :class:`RobustParams`.
+    * ``tail_order``: passages after the last positive readout score come in ``stored`` corpus
+      order (paper C.1 tie rule) or by ``score`` = max_{i ∈ P_j} u_i, the question similarity
+      of their best proposition (a real score: the 2Wiki corpus is stored by question, so the
+      stored order hands out passages by position).
+    * ``final``: ``readout`` = Eq. 15 ranking; ``coverage`` = the hybrid's coverage-aware
+      greedy selection over the readout's top ``coverage_pool`` passages.
     """
 
     index: IndexParams = IndexParams()
@@ -97,6 +147,14 @@ class EviReformParams(Section):
     repeat_question: bool = False
     reorder: bool = False
     reorder_pool: int = Field(40, ge=1, le=200)
+    backstop_eps: float = Field(0.0, ge=0.0, le=100.0)
+    backfill: bool = False
+    tail_order: Literal["stored", "score"] = "stored"
+    final: Literal["readout", "coverage"] = "readout"
+    coverage_pool: int = Field(30, ge=1, le=10_000)
+    coverage_weight: float = Field(1.0, ge=0.0, le=100.0)
+    robust: RobustParams = RobustParams()
+    tuning: TuningParams = TuningParams()
 
     @model_validator(mode="after")
     def _consistent_switches(self) -> "EviReformParams":
@@ -107,6 +165,8 @@ class EviReformParams(Section):
                 raise ValueError(f"evireform.{key} requires evireform.reformulation: true")
         if self.residual_only and self.repeat_question:
             raise ValueError("evireform.residual_only and evireform.repeat_question exclude each other")
+        if self.final == "coverage" and self.reorder:
+            raise ValueError("evireform.final: coverage needs the readout; it excludes evireform.reorder")
         if self.reorder and (self.reformulation or self.propagation):
             raise ValueError("evireform.reorder is a control without reformulation or propagation: "
                              "set evireform.reformulation and evireform.propagation to false")

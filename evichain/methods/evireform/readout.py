@@ -35,3 +35,26 @@ def passage_scores(z: np.ndarray, owner: np.ndarray, scale: np.ndarray) -> np.nd
 def rank_passages(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` best passages, ties by stored passage order (lower index first)."""
     return top_k_indices(scores, k)
+
+
+def passage_best(u: np.ndarray, owner: np.ndarray, n_passages: int) -> np.ndarray:
+    """t_j = max_{i: π(i) = j} u_i, the question similarity of passage j's best proposition
+    (0 for passages without propositions; u ≥ 0 by Eq. 6). ``owner`` must be ascending, as
+    the index stores propositions (by passage, then ordinal): one ``maximum.reduceat``."""
+    best = np.zeros(n_passages, dtype=np.float64)
+    if owner.size == 0:
+        return best
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    best[owner[starts]] = np.maximum.reduceat(np.asarray(u, dtype=np.float64), starts)
+    return best
+
+
+def rank_with_tail(scores: np.ndarray, tail: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best passages: positive ``scores`` first (descending), then the rest by
+    ``tail`` (descending); ties by stored passage order in both parts."""
+    pos = np.flatnonzero(scores > 0)
+    head = pos[top_k_indices(scores[pos], k)]
+    if head.size >= k:
+        return head
+    rest = np.flatnonzero(scores <= 0)
+    return np.concatenate([head, rest[top_k_indices(tail[rest], k - head.size)]])

@@ -20,6 +20,13 @@ Controls (params switches): ``residual_only`` (s = r), ``repeat_question`` (the 
 channel retrieves |V|·k_r propositions with q itself), ``reorder`` (Listing 15 orders the
 first ``reorder_pool`` distinct passages of the candidates; nothing else is returned).
 
+Our additions (issue 38; off in the paper variants, on in ``robust`` / ``hybrid``):
+``backfill`` seeds b with S_q filled up to ``max_selected`` from the candidate ranking (E_q
+stays the selector's); ``backstop_eps`` adds ε û to s before Step 6 (û = the candidates' u,
+L1-normalised); ``tail_order: score`` ranks passages after the last positive readout score by
+their best proposition's u instead of stored order. The ``hybrid`` final selection lives in
+:mod:`evichain.methods.hybrid` (a subclass overriding :meth:`EviReformRetriever._final`).
+
 Pool coverage (Appendix A.3): C₀ = the first ``pool_size`` (20) distinct source passages of
 the candidates; C₊ = C₀ ∪ source passages of the retained residual propositions.
 """
@@ -36,7 +43,8 @@ import numpy as np
 from evichain.methods.evireform.index import EviReformIndex
 from evichain.methods.evireform.llm_steps import EviReformLLM, StepUsage
 from evichain.methods.evireform.params import EviReformParams
-from evichain.methods.evireform.readout import passage_scores, rank_passages, readout_scale
+from evichain.methods.evireform.readout import (passage_best, passage_scores, rank_passages,
+                                                rank_with_tail, readout_scale)
 from evichain.methods.evireform.variants import uses_llm
 from evichain.retrieval.run import top_k_indices
 
@@ -62,6 +70,27 @@ def seed_vector(u: np.ndarray, selected: Sequence[int]) -> np.ndarray:
     b[sel] = u[sel]
     total = b.sum()
     return b / total if total > 0 else b
+
+
+def backfilled(selected: Sequence[int], candidates: np.ndarray, k_s: int) -> list[int]:
+    """S_q followed by the best unselected candidates until |S| = k_s (candidate order)."""
+    chosen = list(selected)
+    taken = set(chosen)
+    for c in candidates:
+        if len(chosen) >= k_s:
+            break
+        if int(c) not in taken:
+            chosen.append(int(c))
+            taken.add(int(c))
+    return chosen
+
+
+def backstop(u: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """û: u restricted to the candidates, L1-normalised (zero if they sum to 0)."""
+    out = np.zeros_like(u)
+    out[candidates] = u[candidates]
+    total = out.sum()
+    return out / total if total > 0 else out
 
 
 def residual_signal(u_rho: np.ndarray, k_r: int) -> tuple[np.ndarray | None, np.ndarray]:
@@ -145,6 +174,7 @@ TRACE_DEFAULTS: dict[str, Any] = {
     "n_valid_residual": 0, "retained_residual_prop_ids": [], "residual_fallback": False,
     "rounds_used": 0, "repeat_count": 0,
     "judge_status": "off", "judge_fallback": False, "judge_invalid_ids": 0,
+    "n_backfilled": 0,
     "sel_prompt_tokens": 0, "sel_completion_tokens": 0,
     "ref_prompt_tokens": 0, "ref_completion_tokens": 0,
     "judge_prompt_tokens": 0, "judge_completion_tokens": 0,
@@ -159,6 +189,7 @@ class _Work:
     question: str
     u: np.ndarray
     gold: set[str]
+    h_q: np.ndarray
     trace: dict[str, Any] = field(default_factory=dict)
     b: np.ndarray | None = None
     s: np.ndarray | None = None
@@ -169,6 +200,8 @@ class _Work:
     signals: list[np.ndarray] = field(default_factory=list)
     retained: list[int] = field(default_factory=list)
     observed: list[int] = field(default_factory=list)
+    candidates: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    probe_vectors: list[np.ndarray] = field(default_factory=list)
 
     def charge(self, usage: StepUsage, prefix: str) -> None:
         self.llm_s += usage.seconds
@@ -197,10 +230,11 @@ class EviReformRetriever:
         """Run Steps 1–7 (or the reorder control) for one question."""
         start, cpu = time.perf_counter(), time.thread_time()
         work = _Work(question_id, question, proposition_scores(self.index.H, h_q), set(gold),
-                     trace={"question_id": question_id,
+                     np.asarray(h_q, dtype=np.float64), trace={"question_id": question_id,
                             **{k: (list(v) if isinstance(v, list) else v)
                                for k, v in TRACE_DEFAULTS.items()}})
         candidates = top_positive(work.u, self.params.n_candidates)
+        work.candidates = candidates
         work.trace["candidate_ids"] = self._pids(candidates)
         self._select(work, candidates)
         if self.params.reorder:
@@ -228,7 +262,9 @@ class EviReformRetriever:
         work.trace["selected_ranks"] = [rank[i] + 1 for i in selected]
         work.observed = list(dict.fromkeys(int(self.index.owner[i]) for i in selected))
         work.trace["observed_passage_ids"] = self._passages(work.observed)
-        work.b = seed_vector(work.u, selected)
+        seeds = backfilled(selected, candidates, self.params.max_selected) if self.params.backfill else selected
+        work.trace["n_backfilled"] = len(seeds) - len(selected)
+        work.b = seed_vector(work.u, seeds)
 
     def _selected_ids(self, work: _Work, candidates: np.ndarray) -> list[int]:
         """Step 2 before the fallback: Listing 12 ids cleaned (or the top candidates)."""
@@ -309,6 +345,7 @@ class EviReformRetriever:
                 continue
             work.trace["n_valid_residual"] += 1
             if not self.params.repeat_question:
+                work.probe_vectors.append(np.asarray(Q[row], dtype=np.float64))
                 work.signals.append(r)
                 work.retained += [int(i) for i in retained if int(i) not in work.retained]
             reached += [int(self.index.owner[i]) for i in retained]
@@ -325,14 +362,32 @@ class EviReformRetriever:
 
     # ------------------------------------------------------------------ step 6–7
     def _rank(self, work: _Work) -> list[tuple[str, int, str, float]]:
-        """Step 6–7: z (Eq. 14, or z = s without propagation) and the readout (Eq. 15)."""
+        """Step 6–7: z (Eq. 14, or z = s without propagation) and the readout (Eq. 15);
+        with ``backstop_eps`` > 0, s′ = s + ε û replaces s."""
         s, p = work.s, self.params
         assert s is not None
+        if p.backstop_eps > 0:
+            s = s + p.backstop_eps * backstop(work.u, work.candidates)
         z = self.index.propagator.propagate(s, p.alpha, p.propagation_steps) if p.propagation else s
         scores = passage_scores(z, self.index.owner, self.scale)
-        top = rank_passages(scores, p.top_k)
-        return [(work.question_id, r + 1, str(self.index.passage_ids[j]), float(scores[j]))
-                for r, j in enumerate(top)]
+        top, run_scores = self._final(work, scores)
+        return [(work.question_id, r + 1, str(self.index.passage_ids[j]), float(v))
+                for r, (j, v) in enumerate(zip(top, run_scores))]
+
+    def _readout_order(self, work: _Work, scores: np.ndarray, k: int) -> np.ndarray:
+        """The ``k`` best passages by readout; the zero tail by ``tail_order``."""
+        if self.params.tail_order == "stored":
+            return rank_passages(scores, k)
+        tail = passage_best(work.u, self.index.owner, self.index.n_passages)
+        return rank_with_tail(scores, tail, k)
+
+    def _final(self, work: _Work, scores: np.ndarray) -> tuple[list[int], list[float]]:
+        """Passage rows and run scores of the ranking (Eq. 15 readout order)."""
+        if self.params.final != "readout":
+            raise ValueError(f"evireform.final: {self.params.final} needs "
+                             "evichain.methods.hybrid.HybridRetriever")
+        top = self._readout_order(work, scores, self.params.top_k)
+        return [int(j) for j in top], [float(scores[j]) for j in top]
 
     # ------------------------------------------------------------------ reorder control
     def _reorder(self, work: _Work, candidates: np.ndarray) -> list[tuple[str, int, str, float]]:

@@ -1,0 +1,63 @@
+"""Tuning of the ``robust`` and ``hybrid`` variants on a sample outside the reported ones.
+
+Two stages, each an exhaustive grid (``evireform.tuning``):
+
+1. ``robust``: every (backstop_eps, backfill, k_r);
+2. ``hybrid``: every (coverage_pool, coverage_weight) with stage 1's choice fixed.
+
+A configuration's value is Σ_m mean_q m(q) over the ``objective`` metrics (per-question
+retrieval metrics of :mod:`evichain.metrics.retrieval`, e.g. Recall@5 + Chain@5). The choice
+is the highest value; ties go to the configuration listed first (grids are listed in the
+order the params give, so the simpler setting listed first wins a tie).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from evichain.methods.evireform.params import EviReformParams, RobustParams, TuningParams
+from evichain.methods.evireform.variants import variant_params
+
+ROBUST_KEYS: tuple[str, ...] = ("backstop_eps", "backfill", "k_r")
+HYBRID_KEYS: tuple[str, ...] = ("coverage_pool", "coverage_weight")
+
+
+def robust_grid(t: TuningParams) -> list[dict[str, Any]]:
+    """Stage 1 configurations, in params order."""
+    return [dict(zip(ROBUST_KEYS, v)) for v in itertools.product(t.backstop_eps, t.backfill, t.k_r)]
+
+
+def hybrid_grid(t: TuningParams, robust: dict[str, Any]) -> list[dict[str, Any]]:
+    """Stage 2 configurations: stage 1's ``robust`` values with each (pool, weight)."""
+    return [{**robust, **dict(zip(HYBRID_KEYS, v))}
+            for v in itertools.product(t.coverage_pool, t.coverage_weight)]
+
+
+def config_params(params: EviReformParams, variant: str, config: dict[str, Any]) -> EviReformParams:
+    """The settings of ``variant`` (robust | hybrid) with ``config`` as its ``robust`` block."""
+    block = RobustParams.model_validate({**params.robust.model_dump(), **config})
+    return variant_params(params.model_copy(update={"robust": block}), variant)
+
+
+def objective_value(per_q: pd.DataFrame, metrics: Sequence[str]) -> float:
+    """Σ_m mean over questions of metric m; a metric absent from ``per_q`` is an error."""
+    missing = [m for m in metrics if m not in per_q.columns]
+    if missing:
+        raise ValueError(f"evireform.tuning.objective: unknown metric(s) {missing}; "
+                         f"known: {[c for c in per_q.columns if c != 'question_id']}")
+    return float(sum(per_q[m].mean() for m in metrics))
+
+
+def choose(table: pd.DataFrame, keys: Sequence[str]) -> dict[str, Any]:
+    """The configuration of the first row with the highest ``objective``."""
+    best = table.iloc[int(table["objective"].to_numpy().argmax())]
+    return {k: _plain(best[k]) for k in keys}
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python values (for JSON and params)."""
+    return value.item() if hasattr(value, "item") else value

@@ -1,0 +1,52 @@
+"""Report section for the variants of ours (issue 38): each against a named baseline and
+against its paper-faithful parent, as paired bootstrap differences over the same questions.
+
+For dataset D, variant v and comparator c, on the questions both were evaluated on:
+Δ = mean_q (m_v(q) − m_c(q)) in points, with the 95% percentile interval of ``n_resamples``
+paired resamples (the report's contrast code, seed ``seed_for(D, m)``: the same numbers as
+``scripts/compare_methods.py D v c``), so "CI lower bound > 0" reads directly off the table. Rows whose comparator or variant has no
+per-question table are left out and named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from evichain.report.ablations import paired_contrasts
+from evichain.report.tables import ci_text, render_plain_markdown
+
+PARENT: dict[str, str] = {"evireform-robust": "evireform-full", "evireform-hybrid": "evireform-full",
+                          "cee-robust": "cee-full"}
+"""The paper-faithful variant each variant of ours departs from."""
+
+
+def difference_rows(per_q: Mapping[str, pd.DataFrame], dataset: str, ours: Sequence[str],
+                    comparators: Sequence[str], metrics: Sequence[str], n_resamples: int
+                    ) -> pd.DataFrame:
+    """One row per (variant, comparator, metric) with both tables: the paired Δ and its CI
+    (:func:`~evichain.report.ablations.paired_contrasts` on the pair's common questions)."""
+    parts = [paired_contrasts({v: per_q[v], c: per_q[c]}, dataset, [(f"{v} − {c}", v, c)],
+                              metrics, n_resamples)
+             for v in ours if v in per_q
+             for c in dict.fromkeys([*comparators, PARENT.get(v, "")]) if c in per_q and c != v]
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def ours_section(per_q: Mapping[str, pd.DataFrame], dataset: str, ours: Sequence[str],
+                 comparators: Sequence[str], metrics: Sequence[str], n_resamples: int) -> str:
+    """Markdown for one dataset ('' when no variant of ours has a per-question table there)."""
+    table = difference_rows(per_q, dataset, ours, comparators, metrics, n_resamples)
+    if table.empty:
+        return ""
+    shown = pd.DataFrame({
+        "variant": table["a"], "vs": table["b"], "metric": table["metric"], "n": table["n"],
+        "means (variant / vs)": [f"{a:.2f} / {b:.2f}" for a, b in zip(table["a_mean"], table["b_mean"])],
+        "Δ [95% CI]": [ci_text(d, lo, hi, signed=True) for d, lo, hi in
+                       zip(table["difference"], table["ci_low"], table["ci_high"])],
+        "CI > 0": ["yes" if lo > 0 else "no" for lo in table["ci_low"]]})
+    absent = [o for o in ours if o not in per_q]
+    note = f"\n\nNo per-question table here for: {', '.join(absent)}." if absent else ""
+    return f"#### {dataset}\n\n{render_plain_markdown(shown.set_index('variant'), index_name='variant')}{note}"
