@@ -119,10 +119,8 @@ def test_every_variant_runs(tmp_path: Path, variant: str) -> None:
         assert t["selection_status"] == "top" and t["sel_prompt_tokens"] == 0
 
 
-def test_flow_tables_and_warm_rerun_makes_no_llm_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.evireform import retrieval_flow
-
-    monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "llm.sqlite"))
+def write_toy_dataset(tmp_path: Path) -> DatasetPaths:
+    """The toy corpus, two questions and the index tables (propositions shuffled) on disk."""
     corpus, props, entities, incidence = tables()
     questions = pd.DataFrame({"question_id": ["q1", "q2"], "question": [QUESTION, "Where is Erstein?"],
                               "gold_passage_ids": [GOLD, ["d4"]]})
@@ -132,6 +130,14 @@ def test_flow_tables_and_warm_rerun_makes_no_llm_calls(tmp_path: Path, monkeypat
                         (entities, paths.index_file("entities.parquet")),
                         (incidence, paths.index_file("incidence.parquet"))):
         write_parquet(table, path)
+    return paths
+
+
+def test_flow_tables_and_warm_rerun_makes_no_llm_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.evireform import retrieval_flow
+
+    monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "llm.sqlite"))
+    paths = write_toy_dataset(tmp_path)
     args = (paths, EviReformParams(top_k=5), LLMParams(model="scripted/flow", backoff_base_s=0.0),
             EmbedParams(), OrchestrationParams(max_workers=2))
     set_responder(respond)

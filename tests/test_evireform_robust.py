@@ -23,7 +23,7 @@ from evichain.methods.evireform.tuning import (choose, config_params, hybrid_gri
 from evichain.methods.evireform.variants import VARIANTS, variant_params
 from evichain.methods.hybrid import HybridRetriever, aspect_coverage, make_retriever
 from tests.fixtures.lothair import QUESTION
-from tests.test_evireform_retrieve import GOLD, index, respond
+from tests.test_evireform_retrieve import GOLD, index, respond, write_toy_dataset
 
 
 def test_backfill_keeps_the_llm_ids_first_and_fills_in_candidate_order() -> None:
@@ -148,3 +148,28 @@ def test_ours_section_contrasts_each_variant_with_comparators_and_parent() -> No
     assert "+50.00 [+50.00, +50.00]" in md and "| yes |" in md and "cee-robust" in md
     assert ours_section({"proprag": per_q["proprag"]}, "toy", ["cee-robust"], ["proprag"],
                         ["Recall@5"], 200) == ""
+
+
+def test_tuning_flow_searches_both_grids_from_fulls_answers(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from evichain.config import OrchestrationParams
+    from evichain.methods.evireform.params import TuningParams
+    from flows.evireform import retrieval_flow, tuning_flow
+
+    monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "llm.sqlite"))
+    paths = write_toy_dataset(tmp_path)
+    grids = TuningParams(backstop_eps=[0.0, 1.0], backfill=[True], k_r=[2, 4],
+                         coverage_pool=[3, 7], coverage_weight=[1.0])
+    params = EviReformParams(top_k=7, tuning=grids)
+    llm, orch = LLMParams(model="scripted/tune", backoff_base_s=0.0), OrchestrationParams(max_workers=2)
+    set_responder(respond)
+    retrieval_flow(paths, params, llm, EmbedParams(), orch)                  # full records the answers
+    set_responder(lambda m, model: (_ for _ in ()).throw(AssertionError("LLM called")))
+    out = tuning_flow(paths, params, llm, EmbedParams(), orch)
+    assert out.summary["llm_usage"]["calls"] == 0 and out.summary["configurations"] == 6
+    assert out.table["variant"].tolist() == ["robust"] * 4 + ["hybrid"] * 2
+    assert set(out.chosen) == {"backstop_eps", "backfill", "k_r", "coverage_pool", "coverage_weight"}
+    robust = out.table[out.table["variant"] == "robust"]
+    best = robust.iloc[int(robust["objective"].to_numpy().argmax())]
+    assert out.chosen["k_r"] == best["k_r"] and out.chosen["backstop_eps"] == best["backstop_eps"]
+    assert (out.table["objective"] == out.table["Recall@5"] + out.table["Chain@5"]).all()
