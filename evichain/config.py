@@ -75,7 +75,7 @@ def _default_samples() -> dict[str, SampleParams]:
     return {"2wiki_s": SampleParams(source="2wiki", n_questions=100),
             "hotpotqa_s": SampleParams(source="hotpotqa", n_questions=100),
             "medical_s": SampleParams(source="medical", n_questions=5, per_type=True),
-            "2wiki_tune_s": SampleParams(source="2wiki", n_questions=50, offset=100)}
+            "2wiki_tune_s": SampleParams(source="2wiki", n_questions=38, offset=100)}
 
 
 class DataParams(Section):

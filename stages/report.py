@@ -110,7 +110,7 @@ def _ours_sections(p: Params, per_q: dict[str, dict[str, object]]) -> list[tuple
 
     r = p.report
     parts = [ours_section(per_q[ds], ds, r.ours, r.ours_comparators, r.ours_metrics,  # type: ignore[arg-type]
-                          r.bootstrap_resamples) for ds in p.datasets]
+                          r.bootstrap_resamples, tuning=ds in p.tuning_datasets) for ds in p.datasets]
     body = "\n\n".join(x for x in parts if x)
     if not body:
         return []

@@ -36,8 +36,10 @@ def difference_rows(per_q: Mapping[str, pd.DataFrame], dataset: str, ours: Seque
 
 
 def ours_section(per_q: Mapping[str, pd.DataFrame], dataset: str, ours: Sequence[str],
-                 comparators: Sequence[str], metrics: Sequence[str], n_resamples: int) -> str:
-    """Markdown for one dataset ('' when no variant of ours has a per-question table there)."""
+                 comparators: Sequence[str], metrics: Sequence[str], n_resamples: int,
+                 tuning: bool = False) -> str:
+    """Markdown for one dataset ('' when no variant of ours has a per-question table there);
+    ``tuning``: the dataset the values were chosen on, headed as such (not a result)."""
     table = difference_rows(per_q, dataset, ours, comparators, metrics, n_resamples)
     if table.empty:
         return ""
@@ -49,4 +51,6 @@ def ours_section(per_q: Mapping[str, pd.DataFrame], dataset: str, ours: Sequence
         "CI > 0": ["yes" if lo > 0 else "no" for lo in table["ci_low"]]})
     absent = [o for o in ours if o not in per_q]
     note = f"\n\nNo per-question table here for: {', '.join(absent)}." if absent else ""
-    return f"#### {dataset}\n\n{render_plain_markdown(shown.set_index('variant'), index_name='variant')}{note}"
+    head = f"#### {dataset}" + (" (tuning sample: the values were chosen here, not a result)"
+                                if tuning else "")
+    return f"{head}\n\n{render_plain_markdown(shown.set_index('variant'), index_name='variant')}{note}"
