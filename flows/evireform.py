@@ -41,17 +41,16 @@ from evichain.llm import LLMClient
 from evichain.methods.evireform.extract import (PROPOSITION_COLUMNS, STATUS_COLUMNS,
                                                 PassageExtraction, TitleMatcher, llm_propositions,
                                                 order_tables, sentence_extraction, with_fallback)
-from evichain.methods.evireform.index import build_index, order_propositions
+from evichain.methods.evireform.index import EviReformIndex, build_index, order_propositions
 from evichain.methods.evireform.llm_steps import EviReformLLM
 from evichain.methods.evireform.params import EviReformParams, IndexParams
 from evichain.methods.evireform.prompts import EXTRACT, LISTING_11
-from evichain.methods.evireform.index import EviReformIndex
-from evichain.methods.evireform.retrieve import QuestionResult
+from evichain.methods.evireform.retrieve import EviReformRetriever, QuestionResult
 from evichain.methods.evireform.tuning import (HYBRID_KEYS, ROBUST_KEYS, choose, config_params,
                                                hybrid_grid, objective_value, robust_grid)
+from evichain.methods.evireform.variants import uses_llm
 from evichain.methods.hybrid import make_retriever
 from evichain.metrics.retrieval import per_question_metrics
-from evichain.methods.evireform.variants import uses_llm
 from evichain.paths import DatasetPaths
 from evichain.retrieval.run import run_table
 from flows.common import Progress, collect, shard_size, shards, with_runner
@@ -201,7 +200,7 @@ def extraction_flow(paths: DatasetPaths, params: IndexParams, llm: LLMParams,
 
 # =========================================================================== retrieval
 @task(cache_policy=NO_CACHE, task_run_name="evireform-{question_id}")
-def retrieve_question(retriever: Any, question_id: str, question: str,
+def retrieve_question(retriever: EviReformRetriever, question_id: str, question: str,
                       h_q: np.ndarray, gold: list[str]) -> QuestionResult:
     """Steps 1–7 for one question."""
     return retriever.retrieve(question_id, question, h_q, gold)

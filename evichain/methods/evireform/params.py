@@ -75,8 +75,8 @@ class RobustParams(Section):
     backstop_eps: float = Field(0.5, ge=0.0, le=100.0)
     backfill: bool = True
     k_r: int = Field(2, ge=1, le=1000)
-    coverage_pool: int = Field(30, ge=1, le=10_000)
-    coverage_weight: float = Field(1.0, ge=0.0, le=100.0)
+    coverage_pool: int = Field(10, ge=1, le=10_000)
+    coverage_weight: float = Field(0.25, ge=0.0, le=100.0)
 
 
 class TuningParams(Section):
