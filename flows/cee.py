@@ -37,24 +37,26 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams
+from evichain.checkpoint import checkpoint_root
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params
 from evichain.embed import get_embedder
 from evichain.io import read_parquet
 from evichain.llm import LLMClient
 from evichain.llm.types import Prompt
 from evichain.methods.cee.explore import ExploreLLM
-from evichain.methods.cee.facets import (FacetPair, PairOutcome, Passage, checkpoint_root,
+from evichain.methods.cee.facets import (FacetPair, PairOutcome, Passage, load_passages,
                                          estimate_cost, facet_summary, facet_table,
                                          generate_pair_facets, load_shard, nearest_neighbours,
                                          pair_cached, pair_plan, save_shard, select_targets,
                                          sentence_facets, shard_key, status_table)
-from evichain.methods.cee.params import CEEParams, FacetParams
+from evichain.methods.cee.params import CEEParams, FacetParams, variant_params
 from evichain.methods.cee.prompts import facet_prompt
 from evichain.methods.cee.retrieve import CEERetriever, QuestionResult
 from evichain.methods.cee.scoring import FacetBank
 from evichain.paths import DatasetPaths
 from evichain.retrieval.run import format_passages, run_table
-from flows.common import Progress, collect, shards, with_runner
+from flows.common import Progress, shards, with_runner
+from flows.questions import retrieve_questions
 from flows.retrieve import encode_all
 
 
@@ -66,12 +68,6 @@ def facets_path(paths: DatasetPaths) -> Path:
 def facet_status_path(paths: DatasetPaths) -> Path:
     """``artifacts/<ds>/facet_status.parquet``: one status row per (target, neighbour) pair."""
     return paths.dir / "facet_status.parquet"
-
-
-def load_passages(corpus: pd.DataFrame) -> list[Passage]:
-    """Corpus rows as :class:`Passage` in stored order."""
-    return [Passage(str(p), str(t), str(x))
-            for p, t, x in zip(corpus["passage_id"], corpus["title"], corpus["text"])]
 
 
 # =========================================================================== facets
@@ -194,13 +190,6 @@ class RetrievalOutput:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-@task(cache_policy=NO_CACHE, task_run_name="cee-{question_id}")
-def retrieve_question(retriever: CEERetriever, question_id: str, question: str,
-                      gold: list[str]) -> QuestionResult:
-    """Exploration, refinement and selection for one question."""
-    return retriever.retrieve(question_id, question, gold)
-
-
 def facet_bank(facets: pd.DataFrame, pids: Sequence[str], embed: EmbedParams,
                orch: OrchestrationParams) -> FacetBank:
     """Facet embeddings (embedding service) grouped by passage row."""
@@ -261,10 +250,10 @@ def retrieval_flow(paths: DatasetPaths, params: CEEParams, llm: LLMParams, embed
     client = LLMClient(llm, stage=stage)
     retriever = CEERetriever(E, passages, bank, params, ExploreLLM(client, params),
                              get_embedder(embed).encode)
-    futures = [retrieve_question.submit(retriever, str(qid), str(q), [str(g) for g in gold])
-               for qid, q, gold in zip(questions["question_id"], questions["question"],
-                                       questions["gold_passage_ids"])]
-    results = collect(futures, "cee questions")
+    # exploration, refinement and selection per question
+    results = retrieve_questions(retriever, questions["question_id"], questions["question"], orch,
+                                 "cee", [([str(g) for g in gold],)
+                                         for gold in questions["gold_passage_ids"]])
     run = run_table([r for res in results for r in res.rows])
     trace = pd.DataFrame([res.trace for res in results])
     summary = retrieval_summary(trace, results)
@@ -286,3 +275,11 @@ def run_facets(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> FacetOut
 def run_retrieval(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> RetrievalOutput:
     """:func:`retrieval_flow` on the task runner selected by ``orchestration``."""
     return with_runner(retrieval_flow, orch)(*args, orch=orch, **kwargs)
+
+
+def run_method(paths: DatasetPaths, method: str, variant: str, params: Params,
+               stage: str) -> RetrievalOutput:
+    """``stages.retrieve_method`` entry: CEE ``variant`` (see
+    :data:`evichain.methods.cee.params.VARIANTS`) with ``params``."""
+    return run_retrieval(paths, variant_params(params.cee, variant), params.llm, params.embed,
+                         orch=params.orchestration, stage=stage)

@@ -22,21 +22,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import platformdirs
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams
+from evichain.checkpoint import checkpoint_root, read_shard, write_shard
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params
 from evichain.embed import get_embedder
-from evichain.io import read_json, read_parquet, write_json
+from evichain.io import read_parquet
 from evichain.llm import LLMClient
 from evichain.methods.evireform.extract import (PROPOSITION_COLUMNS, STATUS_COLUMNS,
                                                 PassageExtraction, TitleMatcher, llm_propositions,
@@ -45,15 +44,16 @@ from evichain.methods.evireform.index import EviReformIndex, build_index, order_
 from evichain.methods.evireform.llm_steps import EviReformLLM
 from evichain.methods.evireform.params import EviReformParams, IndexParams
 from evichain.methods.evireform.prompts import EXTRACT, LISTING_11
-from evichain.methods.evireform.retrieve import EviReformRetriever, QuestionResult
+from evichain.methods.evireform.retrieve import QuestionResult
 from evichain.methods.evireform.tuning import (HYBRID_KEYS, ROBUST_KEYS, choose, config_params,
                                                hybrid_grid, objective_value, robust_grid)
-from evichain.methods.evireform.variants import uses_llm
+from evichain.methods.evireform.variants import uses_llm, variant_params
 from evichain.methods.hybrid import make_retriever
 from evichain.metrics.retrieval import per_question_metrics
 from evichain.paths import DatasetPaths
 from evichain.retrieval.run import run_table
 from flows.common import Progress, collect, shard_size, shards, with_runner
+from flows.questions import retrieve_questions
 from flows.retrieve import encode_all
 
 
@@ -67,12 +67,6 @@ class ExtractionOutput:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def checkpoint_root() -> Path:
-    """``$EVICHAIN_CHECKPOINT_DIR`` or ``<user cache>/evichain/checkpoints``."""
-    env = os.environ.get("EVICHAIN_CHECKPOINT_DIR")
-    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("evichain")) / "checkpoints"
-
-
 def shard_key(client: LLMClient, rows: Sequence[tuple[str, str, str]]) -> str:
     """Hash of (model, sampling, prompt name@version, passage ids and texts of the shard)."""
     payload = {"model": client.params.model, "sampling": client.sampling(), "prompt": EXTRACT.key,
@@ -82,18 +76,15 @@ def shard_key(client: LLMClient, rows: Sequence[tuple[str, str, str]]) -> str:
 
 
 def _load_shard(path: Path) -> dict[str, PassageExtraction]:
-    if not path.exists():
-        return {}
-    try:
-        data = read_json(path)
-    except (OSError, ValueError):
+    data = read_shard(path)
+    if data is None:
         return {}
     return {o["status"]["passage_id"]: PassageExtraction(o["propositions"], o["status"])
             for o in data["outcomes"]}
 
 
 def _save_shard(path: Path, outcomes: Sequence[PassageExtraction]) -> None:
-    write_json({"outcomes": [asdict(o) for o in outcomes]}, path)
+    write_shard(path, outcomes)
 
 
 @task(cache_policy=NO_CACHE, task_run_name="extract-{passage_id}")
@@ -199,13 +190,6 @@ def extraction_flow(paths: DatasetPaths, params: IndexParams, llm: LLMParams,
 
 
 # =========================================================================== retrieval
-@task(cache_policy=NO_CACHE, task_run_name="evireform-{question_id}")
-def retrieve_question(retriever: EviReformRetriever, question_id: str, question: str,
-                      h_q: np.ndarray, gold: list[str]) -> QuestionResult:
-    """Steps 1–7 for one question."""
-    return retriever.retrieve(question_id, question, h_q, gold)
-
-
 @dataclass
 class RetrievalOutput:
     """Run, trace and the stage summary (fallback counts, latency, LLM usage)."""
@@ -267,11 +251,10 @@ def retrieval_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams,
     client = LLMClient(llm, stage=stage) if uses_llm(params) else None
     steps = EviReformLLM(client, params) if client else None
     retriever = make_retriever(index, params, steps, get_embedder(embed).encode)
-    golds = [list(g) for g in questions["gold_passage_ids"]]
-    with _one_blas_thread():
-        futures = [retrieve_question.submit(retriever, qid, text, Q[n], golds[n]) for n, (qid, text)
-                   in enumerate(zip(questions["question_id"], questions["question"]))]
-        results = collect(futures, "evireform questions")
+    extras = [(Q[n], list(g)) for n, g in enumerate(questions["gold_passage_ids"])]
+    with _one_blas_thread():  # Steps 1-7 per question
+        results = retrieve_questions(retriever, questions["question_id"], questions["question"],
+                                     orch, "evireform", extras)
     run = run_table([r for res in results for r in res.rows])
     trace = pd.DataFrame([res.trace for res in results])
     summary = retrieval_summary(trace, results)
@@ -341,6 +324,13 @@ def run_tuning(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> TuningOu
 def run_retrieval(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> RetrievalOutput:
     """:func:`retrieval_flow` on the task runner selected by ``orchestration``."""
     return with_runner(retrieval_flow, orch)(*args, orch=orch, **kwargs)
+
+
+def run_method(paths: DatasetPaths, method: str, variant: str, params: Params,
+               stage: str) -> RetrievalOutput:
+    """``stages.retrieve_method`` entry: EviReform ``variant`` (:mod:`.variants`) with ``params``."""
+    return run_retrieval(paths, variant_params(params.evireform, variant), params.llm, params.embed,
+                         orch=params.orchestration, stage=stage)
 
 
 def run_extraction(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> ExtractionOutput:

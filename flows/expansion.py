@@ -14,23 +14,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams, RetrievalParams
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params, RetrievalParams
 from evichain.embed import get_embedder
 from evichain.io import read_parquet
 from evichain.llm import LLMClient, Usage
-from evichain.methods.expansion.generate import Outcome, sample_params
+from evichain.methods.base import Outcome
+from evichain.methods.expansion.generate import sample_params
 from evichain.methods.expansion.hyde import HyDE
 from evichain.methods.expansion.lamer import LameR
-from evichain.methods.expansion.params import ExpansionParams, check_method
+from evichain.methods.expansion.params import ExpansionParams, check_method, retrievers_of, sampling_of
 from evichain.methods.expansion.query2doc import Query2Doc
 from evichain.methods.expansion.search import CorpusSearch
 from evichain.paths import DatasetPaths
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.run import format_passages, run_table
-from flows.common import collect, with_runner
+from flows.common import with_runner
+from flows.questions import retrieve_questions
 from flows.read import stage_client
 from flows.retrieve import encode_all
 
@@ -44,24 +45,6 @@ class ExpansionOutput:
     run: pd.DataFrame
     trace: pd.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
-
-
-def sampling_of(method: str, params: ExpansionParams) -> tuple[float, int]:
-    """(temperature, number of samples) of a method."""
-    if method == "hyde":
-        return params.hyde.temperature, params.hyde.n_samples
-    if method == "lamer":
-        return params.lamer.temperature, params.lamer.n_answers
-    return params.query2doc.temperature, 1
-
-
-def retrievers_of(method: str, params: ExpansionParams) -> tuple[bool, bool]:
-    """(needs BM25, needs dense) for a method."""
-    if method == "hyde":
-        return False, True
-    if method == "lamer":
-        return True, False
-    return params.query2doc.retriever == "bm25", params.query2doc.retriever == "dense"
 
 
 def build_search(corpus: pd.DataFrame, method: str, params: ExpansionParams,
@@ -83,12 +66,6 @@ def make_expander(method: str, clients: Sequence[LLMClient], search: CorpusSearc
     if method == "query2doc":
         return Query2Doc(clients, search, params)
     return LameR(clients, search, params, corpus.set_index("passage_id"))
-
-
-@task(cache_policy=NO_CACHE, task_run_name="{method}-{question_id}")
-def expand_question(expander: Expander, method: str, question_id: str, question: str) -> Outcome:
-    """Generate, expand and retrieve for one question."""
-    return expander.retrieve(question_id, question)
 
 
 def summed_usage(clients: Sequence[LLMClient]) -> dict[str, float | int]:
@@ -128,9 +105,9 @@ def expansion_flow(paths: DatasetPaths, method: str, params: ExpansionParams,
     corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
     search = build_search(corpus, method, params, retrieval, embed, orch)
     expander = make_expander(method, clients, search, params, corpus)
-    futures = [expand_question.submit(expander, method, qid, str(q))
-               for qid, q in zip(questions["question_id"].astype(str), questions["question"])]
-    results: list[Outcome] = collect(futures, f"{method} questions")
+    # generate, expand and retrieve per question
+    results: list[Outcome] = retrieve_questions(expander, questions["question_id"].astype(str),
+                                                questions["question"], orch, method)
     run = run_table([row for r in results for row in r.rows])
     trace = pd.DataFrame([r.trace for r in results])
     summary = expansion_summary(trace, method, temperature, [c.params.seed for c in clients])
@@ -141,3 +118,10 @@ def expansion_flow(paths: DatasetPaths, method: str, params: ExpansionParams,
 def run_expansion(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> ExpansionOutput:
     """:func:`expansion_flow` on the task runner selected by ``orchestration``."""
     return with_runner(expansion_flow, orch)(*args, orch=orch, **kwargs)
+
+
+def run_method(paths: DatasetPaths, method: str, variant: str, params: Params,
+               stage: str) -> ExpansionOutput:
+    """``stages.retrieve_method`` entry: expansion ``method`` with ``params``."""
+    return run_expansion(paths, check_method(method), params.expansion, params.retrieval,
+                         params.llm, params.embed, orch=params.orchestration, stage=stage)

@@ -7,10 +7,10 @@ it are not called again) on top of the LLM cache, like ``extract_propositions``;
 ``propositions`` builds the triples from the EviReform index without an LLM.
 
 Retrieval: the index (graph, fact / entity / passage vectors) is built once in the flow, the
-question vectors are encoded in shards, and each question is one task (``collect`` reports
-progress). The LLM client is created in the flow's thread first (a local model server is tied
-to the stage process). Flows take paths and params, never tables (Prefect stores flow
-parameters).
+question vectors are encoded in shards, and each question is one task
+(:func:`flows.questions.retrieve_questions`, with progress). The LLM client is created in the
+flow's thread first (a local model server is tied to the stage process). Flows take paths and
+params, never tables (Prefect stores flow parameters).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +27,23 @@ import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams
+from evichain.checkpoint import checkpoint_root, read_shard, write_shard
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params, ParamsError
 from evichain.embed import get_embedder
-from evichain.io import read_json, read_parquet, write_json
+from evichain.io import read_parquet
 from evichain.llm import LLMClient
 from evichain.methods.graph.catrag import CatRAGRetriever
 from evichain.methods.graph.hipporag2 import HippoRAG2Retriever, QuestionResult, build_hippo_index
-from evichain.methods.graph.llm import GraphLLM
+from evichain.methods.graph.llm import GraphLLM, uses_llm
 from evichain.methods.graph.openie import (PROMPT_KEYS, STATUS_COLUMNS, TRIPLE_COLUMNS,
                                            PassageTriples, llm_triples, openie_summary,
                                            proposition_triples)
-from evichain.methods.graph.params import GraphParams
+from evichain.methods.graph.params import METHODS, GraphParams
 from evichain.methods.graph.proprag import PropRAGRetriever, build_prop_index
 from evichain.paths import DatasetPaths
 from evichain.retrieval.run import run_table
-from flows.common import Progress, collect, shards, with_runner
-from flows.evireform import checkpoint_root
+from flows.common import Progress, shards, with_runner
+from flows.questions import retrieve_questions
 from flows.read import stage_client
 from flows.retrieve import encode_all
 
@@ -66,9 +67,8 @@ def shard_key(client: LLMClient, rows: Sequence[tuple[str, str]]) -> str:
 
 def _load_shard(path: Path) -> dict[str, PassageTriples]:
     """Passages already ``ok`` in a shard checkpoint (unreadable file: none)."""
-    try:
-        data = read_json(path) if path.exists() else {"outcomes": []}
-    except (OSError, ValueError):
+    data = read_shard(path)
+    if data is None:
         return {}
     return {o["status"]["passage_id"]: PassageTriples(o["triples"], o["status"])
             for o in data["outcomes"] if o["status"].get("status") == "ok"}
@@ -100,7 +100,7 @@ def _llm_openie(rows: list[tuple[str, str]], shard: int, client: LLMClient,
                 d[pid] = futures[pid].result()
                 progress.advance()
         shard_out = [d[pid] for pid, _ in chunk]
-        write_json({"outcomes": [asdict(o) for o in shard_out]}, path)
+        write_shard(path, shard_out)
         outcomes += shard_out
     return outcomes, resumed
 
@@ -141,23 +141,6 @@ class RetrievalOutput:
     run: pd.DataFrame
     trace: pd.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
-
-
-def uses_llm(method: str, params: GraphParams) -> bool:
-    """Whether ``method`` with these params calls the LLM at query time."""
-    c = params.catrag
-    if method == "hipporag2":
-        return params.hipporag2.recognition_memory
-    if method == "catrag":
-        return params.hipporag2.recognition_memory or c.symbolic_anchoring or c.edge_weighting
-    return False
-
-
-@task(cache_policy=NO_CACHE, task_run_name="{method}-{question_id}")
-def retrieve_question(retriever: Any, method: str, question_id: str, question: str,
-                      h_q: np.ndarray) -> QuestionResult:
-    """One question through the method's retriever."""
-    return retriever.retrieve(question_id, question, h_q)
 
 
 def latency(results: Sequence[QuestionResult], key: str) -> dict[str, float]:
@@ -221,9 +204,8 @@ def retrieval_flow(paths: DatasetPaths, params: GraphParams, method: str, llm: L
     retriever, stats = build_retriever(paths, params, method, embed, orch, client)
     questions = read_parquet(paths.questions)
     Q = encode_all(questions["question"].tolist(), embed, orch, "questions")
-    futures = [retrieve_question.submit(retriever, method, qid, text, Q[n])
-               for n, (qid, text) in enumerate(zip(questions["question_id"], questions["question"]))]
-    results = collect(futures, f"{method} questions")
+    results = retrieve_questions(retriever, questions["question_id"], questions["question"], orch,
+                                 method, [(h_q,) for h_q in Q])
     run = run_table([r for res in results for r in res.rows])
     trace = pd.DataFrame([res.trace for res in results])
     summary = {"method": method, **retrieval_summary(trace, results), "index": stats,
@@ -234,3 +216,12 @@ def retrieval_flow(paths: DatasetPaths, params: GraphParams, method: str, llm: L
 def run_retrieval(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> RetrievalOutput:
     """:func:`retrieval_flow` on the task runner selected by ``orchestration``."""
     return with_runner(retrieval_flow, orch)(*args, orch=orch, **kwargs)
+
+
+def run_method(paths: DatasetPaths, method: str, variant: str, params: Params,
+               stage: str) -> RetrievalOutput:
+    """``stages.retrieve_method`` entry: graph retriever ``method`` with ``params``."""
+    if method not in METHODS:
+        raise ParamsError(f"--method {method!r}: known graph methods are {list(METHODS)}")
+    return run_retrieval(paths, params.graph, method, params.llm, params.embed,
+                         orch=params.orchestration, stage=stage)

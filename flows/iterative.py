@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 
-from evichain.config import BM25Params, EmbedParams, LLMParams, OrchestrationParams
+from evichain.config import BM25Params, EmbedParams, LLMParams, OrchestrationParams, Params
 from evichain.embed import get_embedder
 from evichain.io import read_parquet
 from evichain.llm import LLMClient
@@ -24,12 +23,13 @@ from evichain.methods.expansion.generate import question_sequence
 from evichain.methods.iterative.common import (EVIDENCE_COLUMNS, BM25Searcher, DenseSearcher,
                                                Outcome, Passages, Searcher, summarize)
 from evichain.methods.iterative.gear_graph import EntityGraph
-from evichain.methods.iterative.params import IterativeParams
+from evichain.methods.iterative.params import METHODS, IterativeParams
 from evichain.methods.iterative.registry import IterativeMethod, build_method
 from evichain.paths import DatasetPaths
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.run import format_passages, run_table
-from flows.common import collect, with_runner
+from flows.common import with_runner
+from flows.questions import QuestionFn, retrieve_questions
 from flows.retrieve import encode_all
 
 
@@ -43,18 +43,20 @@ class IterativeOutput:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-@task(cache_policy=NO_CACHE, task_run_name="{method_name}-{question_id}")
-def run_question(method: IterativeMethod, method_name: str, client: LLMClient, question_id: str,
-                 question: str) -> Outcome:
-    """One question's episode (never raises for LLM failures: they are trace rows).
+def episode(method: IterativeMethod, client: LLMClient) -> QuestionFn:
+    """One question's episode as a retriever (never raises for LLM failures: they are trace
+    rows).
 
     With a single-slot model (``llm.concurrency == 1``) the episode holds the model's sequence
     lock, so its steps reach the server back to back and each step's prompt, which extends the
     previous one (IRCoT appends paragraphs and reasoning), reuses the server's cached prefix
     instead of being read again after another question's prompt. Calls and replies are unchanged.
     """
-    with question_sequence([client]):
-        return method.run(client, question_id, question)
+    def run(question_id: str, question: str) -> Outcome:
+        with question_sequence([client]):
+            return method.run(client, question_id, question)
+
+    return QuestionFn(run)
 
 
 def make_searcher(corpus: pd.DataFrame, params: IterativeParams, embed: EmbedParams,
@@ -79,7 +81,7 @@ def load_graph(paths: DatasetPaths, corpus: pd.DataFrame, embed: EmbedParams,
 
 def assemble(method: str, outcomes: list[Outcome], client: LLMClient) -> IterativeOutput:
     """Stage tables from the per-question outcomes."""
-    run = run_table([row for o in outcomes for row in o.run])
+    run = run_table([row for o in outcomes for row in o.rows])
     trace = pd.DataFrame([o.trace for o in outcomes])
     evidence = pd.DataFrame([r for o in outcomes for r in o.evidence], columns=EVIDENCE_COLUMNS)
     evidence = evidence.astype({"position": "int32"})
@@ -99,11 +101,20 @@ def iterative_flow(paths: DatasetPaths, method: str, params: IterativeParams, ll
     runner = build_method(method, params, Passages.from_corpus(corpus),
                           make_searcher(corpus, params, embed, bm25, orch),
                           get_embedder(embed).encode, graph)
-    futures = [run_question.submit(runner, method, client, str(qid), str(q))
-               for qid, q in zip(questions["question_id"], questions["question"])]
-    return assemble(method, collect(futures, f"{method} questions"), client)
+    outcomes = retrieve_questions(episode(runner, client), questions["question_id"],
+                                  questions["question"], orch, method)
+    return assemble(method, outcomes, client)
 
 
 def run_iterative(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> IterativeOutput:
     """:func:`iterative_flow` on the task runner that ``orchestration`` selects."""
     return with_runner(iterative_flow, orch)(*args, orch=orch, **kwargs)
+
+
+def run_method(paths: DatasetPaths, method: str, variant: str, params: Params,
+               stage: str) -> IterativeOutput:
+    """``stages.retrieve_method`` entry: iterative ``method`` with ``params``."""
+    if method not in METHODS:
+        raise ValueError(f"--method must be one of {list(METHODS)}, got {method!r}")
+    return run_iterative(paths, method, params.iterative, params.llm, params.embed,
+                         params.retrieval.bm25, orch=params.orchestration, stage=stage)

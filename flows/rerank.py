@@ -14,27 +14,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pandas as pd
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 
-from evichain.config import DenseParams, EmbedParams, LLMParams, OrchestrationParams
+from evichain.config import DenseParams, EmbedParams, LLMParams, OrchestrationParams, Params
 from evichain.io import read_parquet
+from evichain.methods.rerank.apply import Reranker, Row, rerank_pool
 from evichain.methods.rerank.cross_encoder import CrossEncoderReranker, load_cross_encoder
 from evichain.methods.rerank.listwise import ListwiseReranker
 from evichain.methods.rerank.params import RerankParams
-from evichain.methods.rerank.pool import (Candidate, needs_deeper_pool, pool_of, prefix_mismatches,
-                                          ranked_ids, reranked_rows)
+from evichain.methods.rerank.pool import needs_deeper_pool, pool_of, prefix_mismatches, ranked_ids
 from evichain.paths import DatasetPaths
 from evichain.retrieval.run import format_passages, run_from_scores, run_table
-from flows.common import collect, with_runner
+from flows.common import with_runner
+from flows.questions import QuestionFn, retrieve_questions
 from flows.read import stage_client
 from flows.retrieve import encode_all
-
-Reranker = ListwiseReranker | CrossEncoderReranker
-Row = tuple[str, int, str, float]
 
 
 @dataclass
@@ -72,25 +70,6 @@ def load_pools(paths: DatasetPaths, pool_size: int, dense: DenseParams, embed: E
         source, bad = "recomputed", prefix_mismatches(deep, shallow)
     tail = {q: [p for p, _ in shallow.get(q, [])[pool_size:]] for q in qids}
     return Pools(deep, tail, source, bad)
-
-
-@task(cache_policy=NO_CACHE, task_run_name="rerank-{question_id}")
-def rerank_question(reranker: Reranker, question_id: str, question: str, pool: list[Candidate],
-                    tail: list[str], gold: list[str]) -> tuple[list[Row], dict[str, Any]]:
-    """Rerank one pool; return its run rows and trace row."""
-    base = {"question_id": question_id, "pool_ids": [c.passage_id for c in pool],
-            "pool_size": len(pool), "n_gold": len(gold),
-            "gold_in_pool": len(set(gold) & {c.passage_id for c in pool})}
-    if isinstance(reranker, ListwiseReranker):
-        result = reranker.rerank(question, pool)
-        order, trace = result.order, {**base, **result.trace()}
-        rows = reranked_rows(question_id, order, tail) if order or result.status == "empty_pool" else []
-    else:
-        ce = reranker.rerank(question, pool)
-        trace = {**base, "status": "ok", "fallback": False, "reranked_ids": ce.order,
-                 "ce_scores": ce.scores, "prompt_tokens": 0, "completion_tokens": 0}
-        rows = reranked_rows(question_id, ce.order, tail)
-    return rows, trace
 
 
 def rerank_summary(trace: pd.DataFrame, pools: Pools, method: str) -> dict[str, Any]:
@@ -131,13 +110,14 @@ def rerank_flow(paths: DatasetPaths, method: str, params: RerankParams, dense: D
     pools = load_pools(paths, params.pool_size, dense, embed, orch)
     corpus = read_parquet(paths.corpus).set_index("passage_id")
     questions = read_parquet(paths.questions)
-    futures = [rerank_question.submit(reranker, qid, str(q),
-                                      pool_of(pools.ranking.get(qid, []), params.pool_size, corpus),
-                                      pools.tail.get(qid, []), [str(g) for g in gold])
-               for qid, q, gold in zip(questions["question_id"].astype(str), questions["question"],
-                                       questions["gold_passage_ids"])]
-    results: Sequence[tuple[list[Row], dict[str, Any]]] = collect(
-        futures, f"rerank-{method} questions")
+    qids = questions["question_id"].astype(str).tolist()
+    pools_in = [(pool_of(pools.ranking.get(qid, []), params.pool_size, corpus),
+                 pools.tail.get(qid, []), [str(g) for g in gold])
+                for qid, gold in zip(qids, questions["gold_passage_ids"])]
+    # rerank one pool per question: its run rows and trace row
+    results: Sequence[tuple[list[Row], dict[str, Any]]] = retrieve_questions(
+        QuestionFn(partial(rerank_pool, reranker)), qids, questions["question"], orch,
+        f"rerank-{method}", pools_in)
     run = run_table([row for rows, _ in results for row in rows])
     trace = pd.DataFrame([t for _, t in results])
     summary = rerank_summary(trace, pools, method)
@@ -149,3 +129,10 @@ def rerank_flow(paths: DatasetPaths, method: str, params: RerankParams, dense: D
 def run_rerank(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> RerankOutput:
     """:func:`rerank_flow` on the task runner selected by ``orchestration``."""
     return with_runner(rerank_flow, orch)(*args, orch=orch, **kwargs)
+
+
+def run_method(paths: DatasetPaths, method: str, variant: str, params: Params,
+               stage: str) -> RerankOutput:
+    """``stages.retrieve_method`` entry: reranker ``method`` with ``params``."""
+    return run_rerank(paths, method, params.rerank, params.retrieval.dense, params.embed,
+                      params.llm, orch=params.orchestration, stage=stage)

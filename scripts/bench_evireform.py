@@ -42,12 +42,12 @@ from evichain.methods.evireform.extract import TitleMatcher, sentence_propositio
 from evichain.methods.evireform.index import EviReformIndex, build_index  # noqa: E402
 from evichain.methods.evireform.llm_steps import EviReformLLM  # noqa: E402
 from evichain.methods.evireform.params import EviReformParams, IndexParams  # noqa: E402
-from evichain.methods.evireform.retrieve import EviReformRetriever  # noqa: E402
+from evichain.methods.hybrid import make_retriever  # noqa: E402
 from evichain.methods.evireform.variants import variant_params  # noqa: E402
 from evichain.paths import DatasetPaths  # noqa: E402
 
 RESULTS = Path(__file__).with_suffix(".results.md")
-VARIANTS = ("full", "prop_only_top", "base_top")
+VARIANTS = ("full", "prop_only_top", "base_top", "robust", "hybrid")
 REPEATS = 3
 
 
@@ -83,7 +83,7 @@ def bench(index: EviReformIndex, questions: pd.DataFrame, Q: np.ndarray, variant
     time lost to other processes on a shared machine)."""
     params = variant_params(EviReformParams(), variant)
     client = LLMClient(LLMParams(model="scripted/bench"), cache=LLMCache(cache_dir / f"{variant}.sqlite"))
-    retr = EviReformRetriever(index, params, EviReformLLM(client, params), get_embedder(embed).encode)
+    retr = make_retriever(index, params, EviReformLLM(client, params), get_embedder(embed).encode)
     retr.retrieve("warmup", questions["question"].iloc[0], Q[0])
     runs = np.zeros((REPEATS, len(questions)))
     cpu = np.zeros(len(questions))
@@ -125,12 +125,12 @@ def floors(index: EviReformIndex, reps: int = 100) -> dict[str, float]:
     return out
 
 
-def report(index: EviReformIndex, build_s: dict[str, float], rows: dict[str, dict[str, float]],
+def report(dataset: str, index: EviReformIndex, build_s: dict[str, float], rows: dict[str, dict[str, float]],
            n_questions: int, load: str, floor: dict[str, float]) -> str:
     nnz = index.A.nnz
     lines = [
         "# EviReform retrieval latency (excluding LLM calls)", "",
-        f"- dataset: 2wiki, {index.n_passages:,} passages, {n_questions:,} questions, sequential, "
+        f"- dataset: {dataset}, {index.n_passages:,} passages, {n_questions:,} questions, sequential, "
         "one BLAS thread",
         f"- index: sentence extractor, {index.n_propositions:,} propositions, "
         f"{index.A.shape[1]:,} entities, {nnz:,} incidence non-zeros, H {index.H.shape[1]}-d "
@@ -154,7 +154,7 @@ def report(index: EviReformIndex, build_s: dict[str, float], rows: dict[str, dic
         "for the two cores while other processes (e.g. local LLM servers) run.", "",
         f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), Python "
         f"{platform.python_version()}, numpy {np.__version__}",
-        "- run: `python scripts/bench_evireform.py`",
+        f"- run: `python scripts/bench_evireform.py --dataset {dataset}`",
     ]
     return "\n".join(lines) + "\n"
 
@@ -162,8 +162,10 @@ def report(index: EviReformIndex, build_s: dict[str, float], rows: dict[str, dic
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=int, default=0, help="first N questions (0 = all)")
+    ap.add_argument("--dataset", default="2wiki",
+                    help="a prepared dataset with the 2Wiki corpus (2wiki, or 2wiki_s: 100 questions)")
     args = ap.parse_args()
-    paths, embed = DatasetPaths("2wiki"), EmbedParams()
+    paths, embed = DatasetPaths(args.dataset), EmbedParams()
     corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
     if args.questions:
         questions = questions.head(args.questions)
@@ -173,7 +175,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = {v: bench(index, questions, Q, v, embed, Path(tmp)) for v in VARIANTS}
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    text = report(index, build_s, rows, len(questions), load, floors(index))
+    text = report(args.dataset, index, build_s, rows, len(questions), load, floors(index))
     write_text(text, RESULTS)
     print(text)
 

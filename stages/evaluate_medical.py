@@ -16,46 +16,44 @@ from pathlib import Path
 
 import typer
 
-from stages._common import check_failure_rate, run_stage
+from stages._common import check_failure_rate
+from stages._medical import MedicalStage, run_medical_stage
 
 app = typer.Typer(add_completion=False)
+
+
+def evaluate(run: MedicalStage) -> dict[str, object]:
+    """Judge every answer; write per-question results, metrics and the usage summary."""
+    from evichain.io import write_json, write_parquet
+    from evichain.paths import ReportPaths
+    from evichain.qa.medical_eval import summarize
+    from flows.medical import evaluate_medical_flow
+
+    medical, paths, method, params = run.medical, run.paths, run.method, run.params
+    judge = medical.judge_llm(params.llm)
+    name = f"medqa-{method}"
+    per_q, usage = run.flow(evaluate_medical_flow, paths.questions, paths.qa(name), paths.corpus,
+                            judge, medical, params.embed, run.stage)
+    write_parquet(per_q, paths.per_question(name))
+    summary = summarize(per_q, dataset=run.dataset, method=method, judge_model=judge.model,
+                        reader_model=medical.answer_llm(params.llm).model,
+                        similarity_model=params.embed.model, weights=medical.correctness_weights)
+    write_json(summary, ReportPaths().metrics(run.dataset, name))
+    write_json({"stage": run.stage, "judge_model": judge.model, "llm_usage": usage.as_dict(),
+                "questions": summary["questions"], "judge_failed": summary["judge_failed"]},
+               paths.usage(f"evaluate_medical-{method}"))
+    judged = summary["questions"] - summary["answer_failed"]
+    check_failure_rate(summary["judge_failed"], judged, medical.max_failure_rate,
+                       key="medical_qa.max_failure_rate", what="judgements",
+                       see=paths.per_question(name))
+    return {"dataset": run.dataset, "method": method, "questions": summary["questions"],
+            "ACC": summary["ACC"], "judge_model": judge.model}
 
 
 @app.command()
 def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
-    def body() -> dict[str, object]:
-        from evichain.config import load_params
-        from evichain.io import write_json, write_parquet
-        from evichain.paths import DatasetPaths, ReportPaths
-        from evichain.qa.medical_eval import summarize
-        from flows.common import with_runner
-        from flows.medical import evaluate_medical_flow
-
-        params = load_params(params_file)
-        medical = params.medical_qa
-        paths = DatasetPaths(dataset)
-        judge = medical.judge_llm(params.llm)
-        stage = f"evaluate_medical@{dataset}-{method}"
-        name = f"medqa-{method}"
-        per_q, usage = with_runner(evaluate_medical_flow, params.orchestration)(
-            paths.questions, paths.qa(name), paths.corpus, judge, medical, params.embed, stage)
-        write_parquet(per_q, paths.per_question(name))
-        summary = summarize(per_q, dataset=dataset, method=method, judge_model=judge.model,
-                            reader_model=medical.answer_llm(params.llm).model,
-                            similarity_model=params.embed.model, weights=medical.correctness_weights)
-        write_json(summary, ReportPaths().metrics(dataset, name))
-        write_json({"stage": stage, "judge_model": judge.model, "llm_usage": usage.as_dict(),
-                    "questions": summary["questions"], "judge_failed": summary["judge_failed"]},
-                   paths.usage(f"evaluate_medical-{method}"))
-        judged = summary["questions"] - summary["answer_failed"]
-        check_failure_rate(summary["judge_failed"], judged, medical.max_failure_rate,
-                           key="medical_qa.max_failure_rate", what="judgements",
-                           see=paths.per_question(name))
-        return {"dataset": dataset, "method": method, "questions": summary["questions"],
-                "ACC": summary["ACC"], "judge_model": judge.model}
-
-    run_stage(f"evaluate_medical@{dataset}-{method}", body)
+    run_medical_stage("evaluate_medical", dataset, method, params_file, evaluate)
 
 
 if __name__ == "__main__":

@@ -14,42 +14,39 @@ from pathlib import Path
 
 import typer
 
-from stages._common import check_failure_rate, run_stage
+from stages._common import check_failure_rate
+from stages._medical import MedicalStage, run_medical_stage
 
 app = typer.Typer(add_completion=False)
+
+
+def read(run: MedicalStage) -> dict[str, object]:
+    """Answer every question; write the answers and the usage summary."""
+    from evichain.io import write_json, write_parquet
+    from flows.medical import read_medical_flow
+
+    medical, paths, method = run.medical, run.paths, run.method
+    llm = medical.answer_llm(run.params.llm)
+    table, usage = run.flow(read_medical_flow, paths.questions, paths.corpus, paths.run(method),
+                            medical.context_k, llm, run.stage)
+    write_parquet(table, paths.qa(f"medqa-{method}"))
+    failed = int((table["status"] != "ok").sum())
+    summary = {"stage": run.stage, "dataset": run.dataset, "method": method, "model": llm.model,
+               "questions": len(table), "failed": failed, "idk": int(table["idk"].sum()),
+               "prompt_tokens": int(table["prompt_tokens"].sum()),
+               "completion_tokens": int(table["completion_tokens"].sum()),
+               "llm_usage": usage.as_dict()}
+    write_json(summary, paths.usage(f"read_medical-{method}"))
+    check_failure_rate(failed, len(table), medical.max_failure_rate,
+                       key="medical_qa.max_failure_rate", what="answers",
+                       see=paths.qa(f"medqa-{method}"))
+    return {k: summary[k] for k in ("dataset", "method", "questions", "failed", "idk")}
 
 
 @app.command()
 def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
-    def body() -> dict[str, object]:
-        from evichain.config import load_params
-        from evichain.io import write_json, write_parquet
-        from evichain.paths import DatasetPaths
-        from flows.common import with_runner
-        from flows.medical import read_medical_flow
-
-        params = load_params(params_file)
-        medical = params.medical_qa
-        paths = DatasetPaths(dataset)
-        llm = medical.answer_llm(params.llm)
-        stage = f"read_medical@{dataset}-{method}"
-        table, usage = with_runner(read_medical_flow, params.orchestration)(
-            paths.questions, paths.corpus, paths.run(method), medical.context_k, llm, stage)
-        write_parquet(table, paths.qa(f"medqa-{method}"))
-        failed = int((table["status"] != "ok").sum())
-        summary = {"stage": stage, "dataset": dataset, "method": method, "model": llm.model,
-                   "questions": len(table), "failed": failed, "idk": int(table["idk"].sum()),
-                   "prompt_tokens": int(table["prompt_tokens"].sum()),
-                   "completion_tokens": int(table["completion_tokens"].sum()),
-                   "llm_usage": usage.as_dict()}
-        write_json(summary, paths.usage(f"read_medical-{method}"))
-        check_failure_rate(failed, len(table), medical.max_failure_rate,
-                           key="medical_qa.max_failure_rate", what="answers",
-                           see=paths.qa(f"medqa-{method}"))
-        return {k: summary[k] for k in ("dataset", "method", "questions", "failed", "idk")}
-
-    run_stage(f"read_medical@{dataset}-{method}", body)
+    run_medical_stage("read_medical", dataset, method, params_file, read)
 
 
 if __name__ == "__main__":

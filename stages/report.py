@@ -1,7 +1,9 @@
 """DVC stage ``report``: every metrics JSON and per-question table → the reports.
 
 Writes ``reports/README.md`` (main table, decomposition, token cost, paired bootstrap CIs,
-figures), ``reports/retrieval.md`` (one methods × metrics table per dataset),
+figures, links to the per-dataset pages and to the hand-written ``reports/notes.md``),
+``reports/datasets/<dataset>.md`` (one page per dataset: every method run there, its
+contrasts, its figures), ``reports/retrieval.md`` (one methods × metrics table per dataset),
 ``reports/plots/recall_at_k.csv`` (a DVC plot) and ``reports/figures/*.png``.
 """
 
@@ -36,27 +38,30 @@ def main(params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> N
     run_stage("report", body)
 
 
-def _retrieval_report(p: Params, raw: RawMetrics) -> list[str]:
-    """``reports/retrieval.md``, the recall@k plot data and figures; ``raw``: every metrics file."""
+def _retrieval_report(p: Params, raw: RawMetrics) -> dict[str, str]:
+    """``reports/retrieval.md``, the recall@k plot data and figures; ``raw``: every metrics
+    file. Returns dataset → its Recall@K figure (path relative to ``reports/``)."""
     import pandas as pd
 
     from evichain.io import write_text
     from evichain.paths import ReportPaths
     from evichain.report import retrieval_report as rr
+    from evichain.report.families import ranking_methods
     from evichain.report.figures import recall_at_k_figure
     from evichain.report.main_report import retrieval_metrics
 
     reports = ReportPaths()
-    sections, curve, figures = [], [], []
+    sections, curve, figures = [], [], {}
     for ds in p.datasets:
         metrics = retrieval_metrics(raw.get(ds, {}))
         scored = {m: v for m, v in metrics.items() if v.get("n_questions")}
         figure = None
-        if scored:
+        if ranking_methods(list(scored)):
             frame = rr.metrics_frame(scored, [f"Recall@{k}" for k in p.evaluate.ks])
-            recall_at_k_figure(frame, reports.figure(f"recall_at_k-{ds}"), dataset=ds)
-            figure = f"figures/recall_at_k-{ds}.png"
-            figures.append(figure)
+            recall_at_k_figure(frame, reports.figure(f"recall_at_k-{ds}"), dataset=ds,
+                               ours=p.report.ours)
+            figure = figures[ds] = f"figures/recall_at_k-{ds}.png"
+        if scored:
             curve += rr.recall_curve_rows(ds, scored)
         sections.append(rr.dataset_section(ds, metrics, _setup(p), figure))
     write_text(rr.build_retrieval_report(sections, _header()), reports.root / "retrieval.md")
@@ -65,61 +70,96 @@ def _retrieval_report(p: Params, raw: RawMetrics) -> list[str]:
     return figures
 
 
-def _main_report(p: Params, raw: RawMetrics, figures: list[str]) -> dict[str, object]:
-    """``reports/README.md``: main, decomposition and cost tables, bootstrap CIs, ablations."""
+def _main_report(p: Params, raw: RawMetrics, recall_figures: dict[str, str]) -> dict[str, object]:
+    """``reports/README.md`` (main, decomposition and cost tables, bootstrap CIs, ablations) and
+    one page per dataset, ``reports/datasets/<ds>.md``."""
     import pandas as pd
 
     from evichain.io import write_text
     from evichain.paths import ReportPaths
+    from evichain.report import dataset_pages as dp
     from evichain.report import main_report as mr
+    from evichain.report.differences import reference_differences
     from evichain.report.figures import paired_difference_figure
     from evichain.report.medical import medical_metrics, medical_section
 
     reports = ReportPaths()
+    r = p.report
     metrics = {ds: mr.fold_metrics(raw.get(ds, {})) for ds in p.datasets}
     main = mr.main_table(metrics, p.datasets, ["Recall@5", "Recall@10", "F1", "EM"])
     decomposition = mr.main_table(metrics, p.datasets, ["Hit@5", "Recall@5", "Chain@5"])
     cost = mr.cost_table(metrics, p.datasets)
     per_q = {ds: mr.per_question_tables(reports.per_question_root / ds)
              for ds in p.datasets}
-    boot_md, boots = [], []
+    boot_md: list[tuple[str, str]] = []
+    by_ds: dict[str, list[tuple[str, str]]] = {}
+    ours_parts: list[str] = []
+    diffs = []
     for ds in p.datasets:
-        md, boot = mr.bootstrap_section(per_q[ds], ds, p.report.reference_method,
-                                        p.report.bootstrap_metrics, p.report.bootstrap_resamples,
-                                        evaluated=list(metrics.get(ds, {})))
+        md, _ = mr.bootstrap_section(per_q[ds], ds, r.reference_method, r.bootstrap_metrics,
+                                     r.bootstrap_resamples, evaluated=list(metrics.get(ds, {})))
         boot_md.append((ds, md))
-        boots.append(boot)
-    all_boot = pd.concat([b for b in boots if not b.empty], ignore_index=True) if any(
-        not b.empty for b in boots) else pd.DataFrame()
-    if not all_boot.empty and (all_boot["kind"] == "difference").any():
-        paired_difference_figure(all_boot, reports.figure("paired_differences"))
-        figures = [*figures, "figures/paired_differences.png"]
-    sections = mr.method_sections(metrics, per_q, p.datasets,
-                                  p.report.bootstrap_resamples)
-    sections = [*sections, *_ours_sections(p, per_q)]
+        by_ds[ds] = [(f"Paired bootstrap: {ds}", md),
+                     *mr.method_sections(metrics, per_q, [ds], r.bootstrap_resamples)]
+        ours = _ours_section(p, ds, per_q[ds])
+        ours_parts.append(ours)
+        by_ds[ds].append(("Variants of ours against the best baseline and their parents",
+                          f"{_ours_intro(p)}\n\n{ours}" if ours else ""))
+        ranked = mr.without_unranked_recall(per_q[ds])
+        if ds not in p.tuning_datasets and len(ranked) > 2:
+            diffs.append(reference_differences(per_q[ds], ds, r.reference_method,
+                                               n_resamples=r.bootstrap_resamples))
+    all_diffs = pd.concat([d for d in diffs if not d.empty], ignore_index=True) if any(
+        not d.empty for d in diffs) else pd.DataFrame()
+    figures = [recall_figures[ds] for ds in p.datasets if ds in recall_figures]
+    if not all_diffs.empty:
+        paired_difference_figure(all_diffs, reports.figure("paired_differences"), ours=r.ours)
+        figures.append("figures/paired_differences.png")
+    sections = [s for ds in p.datasets for s in by_ds[ds][1:-1]]
+    ours_body = "\n\n".join(x for x in ours_parts if x)
+    if ours_body:
+        sections.append(("Variants of ours against the best baseline and their parents",
+                         f"{_ours_intro(p)}\n\n{ours_body}"))
+    medical = medical_metrics(raw)
+    pages, counts = [], mr.question_counts(metrics)
+    for ds in p.datasets:
+        if not metrics.get(ds):
+            continue
+        figs = ([(f"Recall@K on {ds}", recall_figures[ds])] if ds in recall_figures else [])
+        if not all_diffs.empty and ds in set(all_diffs["dataset"]):
+            figs.append(("Paired differences against the reference (one row per dataset)",
+                         "figures/paired_differences.png"))
+        mine = all_diffs[all_diffs["dataset"] == ds] if not all_diffs.empty else None
+        page = dp.dataset_page(ds, metrics[ds], setup=_setup(p), sections=by_ds[ds], differences=mine,
+                               figures=figs, ours=r.ours, tuning=ds in p.tuning_datasets,
+                               medical=medical_section({ds: medical[ds]}) if ds in medical else "")
+        write_text(page, reports.root / dp.page_path(ds))
+        pages.append((ds, len(metrics[ds]), counts.get(ds, 0)))
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
-                         sections, mr.question_counts(metrics),
-                         mr.pending_line(_scheduled(p), metrics),
-                         medical_section(medical_metrics(raw))), reports.root / "README.md")
-    return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures)}
+                         sections, counts, mr.pending_line(_scheduled(p), metrics),
+                         medical_section(medical), pages=dp.pages_index(pages)),
+               reports.root / "README.md")
+    return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures),
+            "pages": len(pages)}
 
 
-def _ours_sections(p: Params, per_q: dict[str, dict[str, object]]) -> list[tuple[str, str]]:
-    """The variants of ours against ``report.ours_comparators`` and their parents (issue 38)."""
+def _ours_section(p: Params, ds: str, per_q: dict[str, object]) -> str:
+    """The variants of ours on ``ds`` against ``report.ours_comparators`` and their parents
+    (issue 38); '' when none has a per-question table there."""
     from evichain.report.ours import ours_section
 
     r = p.report
-    parts = [ours_section(per_q[ds], ds, r.ours, r.ours_comparators, r.ours_metrics,  # type: ignore[arg-type]
-                          r.bootstrap_resamples, tuning=ds in p.tuning_datasets) for ds in p.datasets]
-    body = "\n\n".join(x for x in parts if x)
-    if not body:
-        return []
+    return ours_section(per_q, ds, r.ours, r.ours_comparators, r.ours_metrics,  # type: ignore[arg-type]
+                        r.bootstrap_resamples, tuning=ds in p.tuning_datasets)
+
+
+def _ours_intro(p: Params) -> str:
+    r = p.report
     tuned = ", ".join(f"`{d}`" for d in p.tuning_datasets) or "no dataset"
-    intro = (f"Ours (not in either paper): {', '.join(r.ours)}; EviReform's tuned on "
-             f"{tuned} only (reports/tuning/), reported here once. Paired "
-             "bootstrap differences (variant − comparator) over the questions both ran on; "
-             "\"CI > 0\" = the 95% interval's lower bound is above 0.")
-    return [("Variants of ours against the best baseline and their parents", f"{intro}\n\n{body}")]
+    return (f"Ours (not in either paper): {', '.join(r.ours)}; EviReform's tuned on "
+            f"{tuned} only (reports/tuning/), reported here once. Paired "
+            "bootstrap differences (variant − comparator) over the questions both ran on; "
+            "\"CI > 0\" = the 95% interval's lower bound is above 0.")
 
 
 def _not_run(p: Params) -> list[str]:

@@ -1,7 +1,7 @@
 """CEE online retrieval with scripted probe/summary replies: rounds of Eq. 1, summaries, stop
 reasons, the variants (Table 2), run and trace tables, the flow's zero-call warm re-run, the two
 stages end to end on a fixture dataset, the shared scripted fixture's CEE branches, and
-PROMPTS.md and the README kept in sync with the prompt texts."""
+PROMPTS.md and docs/reference.md (the README's reference) kept in sync with the prompt texts."""
 
 from __future__ import annotations
 
@@ -212,7 +212,7 @@ def test_shared_scripted_fixture_answers_every_cee_prompt() -> None:
         prompt.schema.model_validate_json(respond(messages, "scripted/demo"))
 
 
-@pytest.mark.parametrize("doc_path", ["evichain/methods/cee/PROMPTS.md", "README.md"])
+@pytest.mark.parametrize("doc_path", ["evichain/methods/cee/PROMPTS.md", "docs/reference.md"])
 def test_prompt_docs_hold_every_prompt_text(doc_path: str) -> None:
     doc = (ROOT / doc_path).read_text(encoding="utf-8")
     for prompt in ALL_PROMPTS:

@@ -5,6 +5,11 @@ Static check (AST only, nothing of the project is imported): for each stage whos
 inside functions, absolute and relative; ``if TYPE_CHECKING:`` blocks are skipped since they
 never run) over the project packages, and require each reached file to be covered by a dep:
 the dep equals the file or is a directory above it.
+
+A stage module that imports its worker by name (:data:`DISPATCHERS`: ``stages.retrieve_method``
+imports the flow of its ``--method``'s family with ``importlib``) also reaches the modules its
+literal tables name for the stage's methods: the ``--method`` of the cmd, or each value of the
+stage's ``method`` matrix (a list, or a ``${...}`` reference into ``params.yaml``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = ("evichain", "flows", "stages")
 _CMD = re.compile(r"^\s*python\s+-m\s+([\w.]+)")
+DISPATCHERS: dict[str, str] = {"stages.retrieve_method": "--method"}
+"""Stage modules that import a worker module by name, and the option that selects it: the
+module's literal ``METHODS`` (option value → family) and ``FLOWS`` (family → module)."""
 
 
 def module_file(name: str, root: Path = ROOT) -> Path | None:
@@ -92,6 +100,55 @@ def import_closure(name: str, root: Path = ROOT) -> set[Path]:
     return {module_file(mod, root) for mod in seen}  # type: ignore[misc]
 
 
+def module_literal(name: str, variable: str, root: Path = ROOT) -> Any:
+    """The value of module ``name``'s top-level ``variable = <literal>`` (read from the AST)."""
+    path = module_file(name, root)
+    assert path is not None, name
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == variable and node.value is not None:
+            return ast.literal_eval(node.value)
+    raise LookupError(f"{name} has no literal {variable}")
+
+
+def _params_value(ref: str, params: dict[str, Any]) -> Any:
+    """``${a.b}`` → ``params["a"]["b"]``."""
+    value: Any = params
+    for part in ref.strip()[2:-1].split("."):
+        value = value[part]
+    return value
+
+
+def stage_options(cmd: str, option: str, matrix: dict[str, Any] | None,
+                  params: dict[str, Any]) -> list[str]:
+    """Values the cmd's ``option`` takes: a literal, or ``${item.<key>}`` over the matrix."""
+    found = re.search(rf"{re.escape(option)}\s+(\S+)", cmd)
+    assert found, f"{option} missing from {cmd!r}"
+    value = found.group(1)
+    item = re.fullmatch(r"\$\{item\.(\w+)\}", value)
+    if item is None:
+        return [value]
+    values = (matrix or {})[item.group(1)]
+    if isinstance(values, str):
+        values = _params_value(values, params)
+    return [str(v) for v in values]
+
+
+def dispatched_modules(module: str, cmd: str, matrix: dict[str, Any] | None,
+                       params: dict[str, Any], root: Path = ROOT) -> set[str]:
+    """Modules a :data:`DISPATCHERS` stage imports by name for this cmd (none for others)."""
+    if module not in DISPATCHERS:
+        return set()
+    families = module_literal(module, "METHODS", root)
+    flows = module_literal(module, "FLOWS", root)
+    out = set()
+    for value in stage_options(cmd, DISPATCHERS[module], matrix, params):
+        assert value in families, f"{module}: unknown {DISPATCHERS[module]} {value!r}"
+        out.add(flows[families[value]])
+    return out
+
+
 def _dep_path(dep: Any) -> str:
     """A dep entry's path (entries may be ``path`` or ``{path: {options}}``)."""
     return next(iter(dep)) if isinstance(dep, dict) else str(dep)
@@ -102,25 +159,34 @@ def covered(rel: str, deps: list[str]) -> bool:
     return any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps)
 
 
-def missing_deps(dvc: dict[str, Any], root: Path = ROOT) -> dict[str, list[str]]:
+def missing_deps(dvc: dict[str, Any], root: Path = ROOT,
+                 params: dict[str, Any] | None = None) -> dict[str, list[str]]:
     """``{stage: [project files imported by its cmd but not covered by its deps]}``.
 
     Stages whose ``cmd`` is not ``python -m <project module>`` are skipped. ``artifacts/``
     deps are data and templated deps (``${...}``) cannot name a fixed source path, so neither
     counts as covering anything. Stages with nothing missing are left out.
     """
+    if params is None:
+        params_file = root / "params.yaml"
+        params = yaml.safe_load(params_file.read_text(encoding="utf-8")) if params_file.is_file() else {}
     result: dict[str, list[str]] = {}
     for stage, spec in (dvc.get("stages") or {}).items():
         body = spec.get("do", spec)  # foreach stages keep cmd/deps under ``do``
         cmd = body.get("cmd", "")
-        match = _CMD.match(cmd if isinstance(cmd, str) else cmd[0])
+        cmd = cmd if isinstance(cmd, str) else cmd[0]
+        match = _CMD.match(cmd)
         if not match or module_file(match.group(1), root) is None:
             continue
         deps = [
             d for d in map(_dep_path, body.get("deps") or [])
             if "${" not in d and not d.startswith("artifacts/")
         ]
-        files = sorted(p.relative_to(root).as_posix() for p in import_closure(match.group(1), root))
+        module = match.group(1)
+        closure = import_closure(module, root)
+        for worker in dispatched_modules(module, cmd, spec.get("matrix"), params, root):
+            closure |= import_closure(worker, root)
+        files = sorted(p.relative_to(root).as_posix() for p in closure)
         missing = [f for f in files if not covered(f, deps)]
         if missing:
             result[stage] = missing
@@ -163,3 +229,25 @@ def test_import_closure_follows_lazy_and_package_imports() -> None:
     # stages/_common.py is imported at module level; evichain.config pulls in every params module.
     assert {"stages/__init__.py", "stages/_common.py", "evichain/config.py",
             "evichain/methods/cee/params.py"} <= files
+
+
+def test_dispatched_flow_is_checked_per_method() -> None:
+    """A retrieve_method stage needs its own family's flow, not the others'."""
+    dvc = _load_dvc()
+    deps = dvc["stages"]["retrieve_graph"]["deps"]
+    assert "flows/graph.py" in deps and "flows/cee.py" not in deps
+    deps.remove("flows/graph.py")
+    assert missing_deps(dvc).get("retrieve_graph") == ["flows/graph.py"]
+    rerank = {"stages": {"r": {"matrix": {"dataset": ["d"], "method": "${rerank.methods}"},
+                               "cmd": "python -m stages.retrieve_method --dataset ${item.dataset} "
+                                      "--method ${item.method}",
+                               "deps": ["evichain", "stages"]}}}
+    assert missing_deps(rerank, params={"rerank": {"methods": ["listwise"]}}) == {
+        "r": ["flows/__init__.py", "flows/common.py", "flows/questions.py", "flows/read.py",
+              "flows/rerank.py", "flows/retrieve.py"]}
+    evireform = {"stages": {"e": {"cmd": "python -m stages.retrieve_method --dataset d "
+                                         "--method evireform --variant full",
+                                  "deps": ["evichain", "stages", "flows/__init__.py",
+                                           "flows/common.py", "flows/questions.py",
+                                           "flows/retrieve.py"]}}}
+    assert missing_deps(evireform, params={}) == {"e": ["flows/evireform.py"]}

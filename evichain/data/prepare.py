@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from evichain.config import DATASETS, DataParams
+from evichain.data.params import DataParams
+from evichain.params_base import DATASETS
 from evichain.data import demo, hotpotqa, medical, musique, twowiki
 from evichain.data.sample import sample_questions
 from evichain.data.schema import validate_corpus, validate_questions

@@ -138,10 +138,12 @@ def validate_corpus(df: pd.DataFrame) -> None:
         raise ValueError(f"corpus: passage_id {bad[0]} is not the content hash of its title and text")
 
 
-def validate_questions(df: pd.DataFrame, corpus: pd.DataFrame, require_gold: bool = False) -> None:
+def validate_questions(df: pd.DataFrame, corpus: pd.DataFrame, require_gold: bool = False,
+                       require_answers: bool = True) -> None:
     """Raise ``ValueError`` naming the problem (and the question id) if ``df`` is invalid.
 
-    With ``require_gold`` every question must have at least one gold passage.
+    With ``require_gold`` every question must have at least one gold passage; without
+    ``require_answers`` (users' own data) a question may have no answers.
     """
     _check_columns(df, QUESTIONS_COLUMNS, "questions")
     if df.empty:
@@ -155,7 +157,7 @@ def validate_questions(df: pd.DataFrame, corpus: pd.DataFrame, require_gold: boo
     _check_scalars(df, ids)
     known = set(corpus["passage_id"])
     for qid, answers, gold in zip(ids, df["answers"], df["gold_passage_ids"]):
-        _check_answers(qid, answers)
+        _check_answers(qid, answers, require_answers)
         _check_gold(qid, gold, known, require_gold)
 
 
@@ -212,8 +214,10 @@ def _as_list(value: Any) -> list[Any] | None:
     return None
 
 
-def _check_answers(qid: str, answers: Any) -> None:
+def _check_answers(qid: str, answers: Any, required: bool = True) -> None:
     items = _as_list(answers)
+    if items is not None and not items and not required:
+        return
     if not items:
         raise ValueError(f"questions: {qid!r} has no answers (need a non-empty list of strings)")
     if any(not isinstance(a, str) or not a.strip() for a in items):

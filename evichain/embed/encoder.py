@@ -19,7 +19,7 @@ import numpy as np
 import platformdirs
 from tqdm.auto import tqdm
 
-from evichain.config import EmbedParams
+from evichain.embed.params import EmbedParams
 from evichain.embed.models import resolve_model_path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

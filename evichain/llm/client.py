@@ -35,15 +35,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm  # LITELLM_LOCAL_MODEL_COST_MAP is defaulted by evichain/llm/__init__.py first
+from pydantic import BaseModel, ValidationError
 
-import litellm  # noqa: E402
-from pydantic import BaseModel, ValidationError  # noqa: E402
-
-from evichain.config import LLMParams  # noqa: E402
-from evichain.llm.cache import CachedResponse, LLMCache, cache_key  # noqa: E402
-from evichain.llm.faults import FaultPlan, corrupt  # noqa: E402
-from evichain.llm.types import LLMFailure, LLMResult, LLMSuccess, Prompt, Usage  # noqa: E402
+from evichain.llm.cache import CachedResponse, LLMCache, cache_key
+from evichain.llm.faults import FaultPlan, corrupt
+from evichain.llm.params import LLMParams
+from evichain.llm.types import LLMFailure, LLMResult, LLMSuccess, Prompt, Usage
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True

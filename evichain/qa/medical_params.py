@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from evichain.config import DATASETS, LLMParams, Section
+from evichain.llm.params import LLMParams
+from evichain.params_base import DATASETS, Section
 
 
 class MedicalQAParams(Section):

@@ -1,4 +1,5 @@
-"""Deterministic PNG figures: Recall@K curves, paired differences with CIs (Figure A.1) and
+"""Deterministic PNG figures: Recall@K curves of the ranking methods grouped by family, paired
+differences against a reference with bootstrap CIs (Figure A.1 shape, one row per dataset) and
 one-parameter sensitivity lines from a ``dvc exp`` sweep.
 
 Figures are drawn on an Agg canvas without ``pyplot`` (no global backend or figure state), under
@@ -10,7 +11,7 @@ gives the same bytes on the same matplotlib/freetype build.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,61 +21,110 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from evichain.io import atomic_path
+from evichain.report import families as fam
+from evichain.report.families import OURS
 
 DPI = 150
 _RC = {"svg.hashsalt": "evichain", "font.family": "DejaVu Sans", "path.simplify": True}
+_LEGEND_ROWS = 22  # legend entries in one column beside a recall plot; more → two columns
 _AT_K = re.compile(r"^(?P<family>.+)@(?P<k>\d+)$")
 
 
 def recall_at_k_figure(
-    metrics: pd.DataFrame, path: str | Path, *, dataset: str, family: str = "Recall"
+    metrics: pd.DataFrame, path: str | Path, *, dataset: str, family: str = "Recall",
+    ours: Sequence[str] = OURS,
 ) -> Path:
-    """Line plot of ``<family>@K`` (in %) against ``K``, one line per method.
+    """Line plot of ``<family>@K`` (in %) against ``K``, one line per ranking method.
 
     ``metrics``: index = method, columns include ``Recall@1``, ``Recall@5``, ... as fractions.
-    Non-numeric cells (``"N/A"``) and methods without any value are left out.
+    Non-numeric cells (``"N/A"``) and methods without any value are left out, and so are the
+    iterative methods (:data:`~evichain.report.families.ITERATIVE`: they return evidence sets,
+    not rankings). Methods are grouped by family: one colour per family, a line style and
+    marker per method (:func:`~evichain.report.families.style`); the legend, headed by family,
+    sits to the right of the axes so it never covers a line.
     """
     ks = _cutoffs(metrics.columns, family)
     if not ks:
         raise ValueError(f"no {family}@K column in {list(metrics.columns)}")
     values = metrics[[f"{family}@{k}" for k in ks]].apply(pd.to_numeric, errors="coerce")
+    values = values.dropna(how="all")
+    values.index = values.index.map(str)
+    methods = fam.ordered(fam.ranking_methods([str(m) for m in values.index]), ours)
+    n_entries = len(methods) + len({fam.family(m, ours) for m in methods})
     with _style():
-        fig = Figure(figsize=(5.0, 3.6), layout="constrained")
+        fig = Figure(figsize=(6.8 + (2.4 if n_entries > _LEGEND_ROWS else 0.0), 4.6),
+                     layout="constrained")
         ax = fig.add_subplot()
-        for method, row in values.dropna(how="all").iterrows():
-            ax.plot(ks, 100 * row.to_numpy(dtype=float), marker="o", label=str(method))
+        handles: list[tuple[object, str]] = []
+        current = None
+        for method in methods:
+            group = fam.family(method, ours)
+            if group != current:
+                handles.append((_header_handle(), fam.LABEL[group]))
+                current = group
+            (line,) = ax.plot(ks, 100 * values.loc[method].to_numpy(dtype=float), label=method,
+                              linewidth=1.4, markersize=4.5, **fam.style(method, ours))
+            handles.append((line, method))
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.minorticks_off()
-        ax.set(xlabel="K", ylabel=f"{family}@K (%)", title=dataset)
+        ax.set(xlabel="K (passages retrieved)", ylabel=f"{family}@K (%)",
+               title=f"{family}@K on {dataset}")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small", loc="lower right")
+        if not methods:
+            ax.text(0.5, 0.5, "no ranking method evaluated", transform=ax.transAxes,
+                    ha="center", va="center", color="grey")
+        if handles:
+            _family_legend(fig, ax, handles, loc="outside right upper")
         return _save(fig, path)
 
 
 def paired_difference_figure(
-    boot: pd.DataFrame, path: str | Path, *, metrics: list[str] | None = None
+    diffs: pd.DataFrame, path: str | Path, *, metrics: Sequence[str] | None = None,
+    ours: Sequence[str] = OURS,
 ) -> Path:
-    """Forest plot of reference-minus-best-comparator differences (percentage points).
+    """Forest plot of every method's paired difference against a reference (points).
 
-    ``boot``: rows of :func:`evichain.metrics.bootstrap.bootstrap_table` (one or several
-    datasets); only ``kind == "difference"`` rows are drawn. One panel per metric, one row per
-    dataset: the point is the mean difference, the bar its 95% interval, the dashed line zero.
+    ``diffs``: rows of :func:`evichain.report.differences.reference_differences` (``dataset``,
+    ``method``, ``reference``, ``metric``, ``n``, ``difference``, ``ci_low``, ``ci_high``, in
+    points), one or several datasets. One row of panels per dataset, one panel per metric: a
+    point per method (family colour and marker) at the mean difference, its 95% bootstrap
+    interval as a bar, the dashed line at zero; methods ordered by family.
     """
-    diffs = boot[boot["kind"] == "difference"]
-    metrics = metrics or list(dict.fromkeys(diffs["metric"]))
+    if diffs.empty:
+        raise ValueError("no paired differences to draw")
+    metrics = list(metrics or dict.fromkeys(diffs["metric"]))
     datasets = list(dict.fromkeys(diffs["dataset"]))
+    per_ds = {ds: fam.ordered(diffs.loc[diffs["dataset"] == ds, "method"].astype(str), ours)
+              for ds in datasets}
+    heights = [max(len(per_ds[ds]), 2) + 1.6 for ds in datasets]
     with _style():
-        size = (2.6 * max(len(metrics), 1) + 0.8, 0.55 * len(datasets) + 1.4)
-        fig = Figure(figsize=size, layout="constrained")
-        axes = fig.subplots(1, max(len(metrics), 1), sharey=True, squeeze=False)[0]
-        for ax, metric in zip(axes, metrics, strict=False):
-            _difference_panel(ax, diffs[diffs["metric"] == metric], datasets, metric)
-        axes[0].set_yticks(range(len(datasets)), datasets)
-        axes[0].invert_yaxis()
-        fig.supxlabel("Difference (percentage points)", fontsize="medium")
+        fig = Figure(figsize=(3.3 * len(metrics) + 2.4, 0.24 * sum(heights) + 0.9),
+                     layout="constrained")
+        axes = fig.subplots(len(datasets), len(metrics), squeeze=False, sharex="col",
+                            gridspec_kw={"height_ratios": heights})
+        for row, ds in zip(axes, datasets, strict=True):
+            rows = diffs[diffs["dataset"] == ds]
+            ref = str(rows["reference"].iloc[0])
+            n = sorted({int(v) for v in rows["n"]})
+            n_text = f"n = {n[0]}" if len(n) == 1 else f"n = {n[0]}–{n[-1]}"
+            for ax, metric in zip(row, metrics, strict=True):
+                _difference_panel(ax, rows[rows["metric"] == metric], per_ds[ds], ours)
+                ax.set_title(f"{ds}: {metric}, method − {ref} ({n_text})", fontsize="small")
+            row[0].set_yticks(range(len(per_ds[ds])), per_ds[ds], fontsize="small")
+            for ax in row[1:]:
+                ax.set_yticks(range(len(per_ds[ds])), [""] * len(per_ds[ds]))
+        for ax in axes[-1]:
+            ax.set_xlabel("Paired difference (percentage points), 95% bootstrap CI", fontsize="small")
+        groups = sorted({fam.family(m, ours) for ms in per_ds.values() for m in ms},
+                        key=fam.FAMILIES.index)
+        legend = [(Line2D([], [], color=fam.COLOUR[g], marker="o", linestyle=""), fam.LABEL[g])
+                  for g in groups]
+        fig.legend([h for h, _ in legend], [t for _, t in legend], loc="outside lower center",
+                   ncols=min(len(legend), 4), fontsize="small", frameon=False)
         return _save(fig, path)
 
 
@@ -107,21 +157,38 @@ def sensitivity_figure(sweep: pd.DataFrame, path: str | Path, *, metric: str,
         return _save(fig, path)
 
 
-def _difference_panel(ax: Axes, rows: pd.DataFrame, datasets: list[str], metric: str) -> None:
-    """One metric: a point and horizontal CI bar per dataset, labelled with the comparator."""
-    rows = rows.set_index("dataset")
-    for y, ds in enumerate(datasets):
-        if ds not in rows.index:
+def _difference_panel(ax: Axes, rows: pd.DataFrame, methods: list[str], ours: Sequence[str]) -> None:
+    """One dataset and metric: a point and horizontal CI bar per method (family colour)."""
+    rows = rows.set_index("method")
+    for y, method in enumerate(methods):
+        if method not in rows.index:
             continue
-        r = rows.loc[ds]
-        mean, low, high = (100 * float(r[c]) for c in ("mean", "ci_low", "ci_high"))
-        ax.errorbar(mean, y, xerr=[[mean - low], [high - mean]], fmt="o", color="C0", capsize=3)
-        ax.annotate(f"vs {r['comparator']}", (mean, y), xytext=(0, 7),
-                    textcoords="offset points", ha="center", fontsize="x-small")  # fmt: skip
+        r = rows.loc[method]
+        mean, low, high = (float(r[c]) for c in ("difference", "ci_low", "ci_high"))
+        st = fam.style(method, ours)
+        ax.errorbar(mean, y, xerr=[[mean - low], [high - mean]], fmt=str(st["marker"]),
+                    color=str(st["color"]), markersize=4.5, capsize=2.5, linewidth=1.2)
     ax.axvline(0.0, color="grey", linestyle="--", linewidth=0.8)
-    ax.set_title(metric)
-    ax.margins(y=0.3)
+    ax.set_ylim(len(methods) - 0.5, -0.5)
     ax.grid(True, axis="x", alpha=0.3)
+
+
+def _header_handle() -> Line2D:
+    """An invisible legend handle: the entry's text is a family heading (set in bold)."""
+    handle = Line2D([], [], linestyle="", marker="")
+    handle.evichain_header = True  # type: ignore[attr-defined]
+    return handle
+
+
+def _family_legend(fig: Figure, ax: Axes, handles: list[tuple[object, str]], loc: str) -> None:
+    """Legend outside the axes, family headings in bold and their methods indented below."""
+    ncols = 1 if len(handles) <= _LEGEND_ROWS else 2
+    legend = fig.legend([h for h, _ in handles], [t for _, t in handles], loc=loc, ncols=ncols,
+                        fontsize="x-small", frameon=False, handlelength=2.6,
+                        handletextpad=0.5, borderaxespad=0.2)
+    for (handle, _), text in zip(handles, legend.get_texts(), strict=True):
+        if getattr(handle, "evichain_header", False):
+            text.set_fontweight("bold")
 
 
 def _cutoffs(columns: pd.Index, family: str) -> list[int]:

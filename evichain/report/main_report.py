@@ -244,11 +244,13 @@ def per_question_tables(folder: Path) -> dict[str, pd.DataFrame]:
 def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd.DataFrame,
            bootstrap_md: Sequence[tuple[str, str]], figures: Sequence[str],
            not_run: Sequence[str] = (), method_sections: Sequence[tuple[str, str]] = (),
-           counts: Mapping[str, int] | None = None, pending: str = "", medical: str = "") -> str:
+           counts: Mapping[str, int] | None = None, pending: str = "", medical: str = "",
+           pages: str = "") -> str:
     """The whole report as Markdown (``not_run``: methods that cannot run here, and why;
     ``method_sections``: (title, Markdown) of the methods' ablation analyses; ``counts``:
     questions per dataset for the headings; ``pending``: :func:`pending_line`; ``medical``:
-    the GraphRAG-Bench Medical section, :func:`evichain.report.medical.medical_section`). The
+    the GraphRAG-Bench Medical section, :func:`evichain.report.medical.medical_section`;
+    ``pages``: the list of per-dataset pages, :func:`evichain.report.dataset_pages.pages_index`). The
     three wide tables are shown one dataset at a time, each with only the methods evaluated
     there."""
     datasets = list(dict.fromkeys(c.split(" ", 1)[0] for c in main.columns))
@@ -260,6 +262,9 @@ def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd
              "(no gold passages; or recall of an iterative method, which returns evidence, not a "
              "ranking, as in the paper's Table 1), N/E = not evaluated (method not run on that "
              "dataset).", "",
+             *(["## Per-dataset pages", "", pages, ""] if pages else []),
+             "Hand-written notes on the runs (how they were run, timings, what the traces "
+             "show, limitations): [notes.md](notes.md).", "",
              "## Setup", "", setup, "",
              "## Main table (EviReform Table 1 shape: R@5, R@10, F1, EM)", "", setup, "",
              *_blocks_markdown(main, datasets, counts),

@@ -13,7 +13,7 @@ import bm25s
 import numpy as np
 import pandas as pd
 
-from evichain.config import BM25Params
+from evichain.retrieval.params import BM25Params
 from evichain.retrieval.run import format_passages, run_from_scores
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from evichain.config import DenseParams
+from evichain.retrieval.params import DenseParams
 from evichain.embed import Embedder
 from evichain.retrieval.run import format_passages, run_from_scores
 

@@ -12,7 +12,3 @@ documented in ``PROMPTS.md``), ``facets`` (also the LLM-free sentence facets of 
 ``scoring``, ``selection``, ``retrieve``, ``tables`` (paper-shaped Table 1 / Table 2 from
 metrics files).
 """
-
-# Importing evichain.config first breaks the import cycle config ↔ params: config imports
-# CEEParams, and params subclasses config.Section.
-import evichain.config  # noqa: F401

@@ -9,7 +9,7 @@ passage's title. After round t of Eq. 1 the pool grows by
                title(d) ≠ title(d'), d ∉ A_t(q) }
 
 so that A_t(q) = A_{t−1}(q) ∪ ⋃_p Ret(p) ∪ B_t(q). Titles are matched by the EviReform
-sentence extractor's :class:`~evichain.methods.evireform.extract.TitleMatcher` (whole words,
+sentence extractor's :class:`~evichain.text.sentences.TitleMatcher` (whole words,
 case-insensitive, leftmost-longest; a one-word title only as a capitalised word not followed by
 another capitalised word; a title's base without a trailing parenthetical also matches when it
 has ≥ 2 words and one owner). Titles shorter than :data:`MIN_TITLE_CHARS` characters are not
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from evichain.methods.cee.facets import Passage
-from evichain.methods.evireform.extract import TitleMatcher
+from evichain.text.sentences import TitleMatcher
 
 MIN_TITLE_CHARS = 4
 """Titles shorter than this (stripped) are never matched (``"US"``, ``"Ra"``, ``"It"``)."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.llm.types import Prompt
+from evichain.llm.usage import StepUsage
 from evichain.methods.cee.bridge import BridgeIndex
 from evichain.methods.cee.facets import Passage, step_tokens
 from evichain.methods.cee.params import CEEParams
@@ -41,17 +42,6 @@ from evichain.methods.cee.prompts import (clean_texts, cut_words, minified, none
 from evichain.retrieval.run import top_k_indices
 
 Encoder = Callable[[list[str]], np.ndarray]
-
-
-@dataclass
-class StepUsage:
-    """Outcome of one LLM step (failure kind, tokens, seconds)."""
-
-    ok: bool = True
-    kind: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
 
 
 class ExploreLLM:

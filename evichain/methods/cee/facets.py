@@ -31,25 +31,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import platformdirs
 
-from evichain.io import read_json, write_json
+from evichain.checkpoint import read_shard, write_shard
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.llm.cache import cache_key
 from evichain.llm.types import Prompt, result_tokens
 from evichain.methods.cee.params import FacetParams
 from evichain.methods.cee.prompts import (clean_texts, cut_words, facet_prompt, minified,
                                           nonempty_check)
-from evichain.methods.evireform.extract import split_sentences
 from evichain.retrieval.run import top_k_indices
+from evichain.text.sentences import split_sentences
 
 MIN_FACET_WORDS = 3
 """A facet is a question: shorter replies (e.g. a bare name, or a copied placeholder) are dropped."""
@@ -141,7 +139,7 @@ class SentenceCandidates:
 
 
 def sentence_candidates(passages: Sequence[Passage]) -> SentenceCandidates:
-    """Split every passage into sentences (:func:`~evichain.methods.evireform.extract.split_sentences`)."""
+    """Split every passage into sentences (:func:`~evichain.text.sentences.split_sentences`)."""
     owner: list[int] = []
     position: list[int] = []
     texts: list[str] = []
@@ -398,14 +396,13 @@ def estimate_cost(model: str, pairs: Sequence[FacetPair], passages: Mapping[str,
     return CostEstimate(model, len(pairs), pt, ct, usd, note)
 
 
+def load_passages(corpus: pd.DataFrame) -> list[Passage]:
+    """Corpus rows as :class:`Passage` in stored order."""
+    return [Passage(str(p), str(t), str(x))
+            for p, t, x in zip(corpus["passage_id"], corpus["title"], corpus["text"])]
+
+
 # --------------------------------------------------------------------------- checkpoints
-def checkpoint_root() -> Path:
-    """``$EVICHAIN_CHECKPOINT_DIR`` or ``<user cache>/evichain/checkpoints`` (outside the
-    stage outputs, which DVC deletes before a re-run)."""
-    env = os.environ.get("EVICHAIN_CHECKPOINT_DIR")
-    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("evichain")) / "checkpoints"
-
-
 def _text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -427,11 +424,8 @@ def shard_key(client: LLMClient, prompt: Prompt[Any], params: FacetParams,
 
 def load_shard(path: Path) -> dict[tuple[str, str], PairOutcome]:
     """Finished pairs of a shard checkpoint ((target, neighbour) → outcome); {} if none."""
-    if not path.exists():
-        return {}
-    try:
-        data = read_json(path)
-    except (OSError, ValueError):
+    data = read_shard(path)
+    if data is None:
         return {}
     out = {}
     for o in data.get("outcomes", []):
@@ -442,4 +436,4 @@ def load_shard(path: Path) -> dict[tuple[str, str], PairOutcome]:
 
 def save_shard(path: Path, outcomes: Sequence[PairOutcome]) -> None:
     """Write a shard checkpoint atomically."""
-    write_json({"outcomes": [asdict(o) for o in outcomes]}, path)
+    write_shard(path, outcomes)

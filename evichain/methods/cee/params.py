@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from evichain.config import ParamsError, Section
+from evichain.params_base import ParamsError, Section
 
 
 class FacetRestriction(Section):
@@ -41,7 +41,8 @@ class FacetRestriction(Section):
     @field_validator("datasets")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
-        from evichain.config import DATASETS, _only_known
+        from evichain.params_base import DATASETS
+        from evichain.params_base import only_known as _only_known
 
         return _only_known(v, list(DATASETS), "dataset")
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from evichain.methods.base import QuestionResult
 from evichain.methods.cee.bridge import BridgeIndex
 from evichain.methods.cee.explore import Encoder, ExploreLLM, Explorer, Exploration
 from evichain.methods.cee.facets import Passage
@@ -54,15 +55,6 @@ def rank_pool(P: np.ndarray, E: np.ndarray, bank: FacetBank, pool: Sequence[int]
                                       params.coverage, params.coverage_normalise)
     picks = order[:min(params.k_final, len(order))] if params.coverage else []
     return Ranked([int(rows[i]) for i in order], run_scores, [int(rows[i]) for i in picks], scores)
-
-
-@dataclass
-class QuestionResult:
-    """Run rows (question_id, rank, passage_id, score), the trace row and timings (s)."""
-
-    rows: list[tuple[str, int, str, float]]
-    trace: dict[str, Any]
-    seconds: dict[str, float]
 
 
 class CEERetriever:

@@ -7,7 +7,3 @@ propositions), ``canonicalize`` (entities), ``index`` (H, A, π, |P_j|, statisti
 judge, gap controller), ``retrieve`` (Steps 1–7 of DESIGN §4), ``variants``, ``coverage``
 (Tables A.3/A.4 from traces).
 """
-
-# Importing evichain.config first breaks the import cycle config ↔ params: config imports
-# EviReformParams, and params subclasses config.Section.
-import evichain.config  # noqa: F401

@@ -25,8 +25,7 @@ hit), so a resumed run writes byte-identical status rows.
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,17 +33,16 @@ from evichain.llm import LLMClient, LLMSuccess
 from evichain.methods.evireform.llm_steps import tokens_used
 from evichain.methods.evireform.params import IndexParams
 from evichain.methods.evireform.prompts import EXTRACT, extraction_check, paragraph_literal
+from evichain.text.sentences import TitleMatcher, dedupe_ci, split_sentences
+
+__all__ = ["PROPOSITION_COLUMNS", "STATUS_COLUMNS", "PassageExtraction", "TitleMatcher", "dedupe_ci",
+           "llm_propositions", "order_tables", "pattern_entities", "sentence_extraction",
+           "sentence_propositions", "split_sentences", "with_fallback"]
 
 PROPOSITION_COLUMNS = ["prop_id", "passage_id", "text", "entities", "extractor"]
 STATUS_COLUMNS = ["passage_id", "status", "error_kind", "error", "n_propositions", "extractor",
                   "fallback", "prompt_tokens", "completion_tokens"]
 
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr st jr sr prof gen col lt capt sgt mt no vol vs etc inc ltd co corp bros rev hon "
-    "gov sen rep fr ft jan feb mar apr jun jul aug sep sept oct nov dec approx ca c u.s u.k "
-    "e.g i.e al".split())
-_BOUNDARY = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
-_WORD = re.compile(r"\w+")
 _MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
            "December")
 _DATE = re.compile(rf"\b(?:\d{{1,2}}\s+(?:{_MONTHS})\s+\d{{3,4}}|(?:{_MONTHS})\s+\d{{1,2}},?\s+"
@@ -57,88 +55,6 @@ _SPAN = re.compile(rf"\b{_CAP_WORD}(?:\s+(?:{_CONNECTOR}\s+)*{_CAP_WORD})+")
 _LEADING_STOP = frozenset(
     "the a an in on at he she it his her they their this that after before during from by with "
     "for as when while its also both".split())
-
-
-# --------------------------------------------------------------------------- sentences
-def split_sentences(text: str) -> list[str]:
-    """Split a paragraph into sentences at . ! ? followed by a capital or digit.
-
-    No split after common abbreviations (``St.``, ``Dr.``, month abbreviations) or a single
-    capital initial (``Greg A. Hill``).
-    """
-    out: list[str] = []
-    start = 0
-    for m in _BOUNDARY.finditer(text):
-        before = text[start:m.start() + 1]
-        last = before.rstrip(".!?\"'”’)]").split()[-1:] or [""]
-        token = last[0].lower().rstrip(".")
-        if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
-            continue
-        out.append(text[start:m.start() + 1].strip())
-        start = m.end()
-    out.append(text[start:].strip())
-    return [s for s in out if _WORD.search(s)]
-
-
-def _tokens(text: str) -> tuple[str, ...]:
-    return tuple(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
-
-
-class TitleMatcher:
-    """Whole-word, case-insensitive matching of corpus titles in text (leftmost-longest)."""
-
-    def __init__(self, titles: Iterable[str]) -> None:
-        self.keys: dict[tuple[str, ...], str] = {}
-        bases: dict[tuple[str, ...], set[str]] = {}
-        for title in titles:
-            key = _tokens(title)
-            if key:
-                self.keys.setdefault(key, title)
-            base = _tokens(re.sub(r"\s*\([^()]*\)\s*$", "", title))
-            if len(base) >= 2 and base != key:
-                bases.setdefault(base, set()).add(title)
-        for base, owners in bases.items():
-            if base not in self.keys and len(owners) == 1:
-                self.keys[base] = next(iter(owners))
-        self.lengths: dict[str, list[int]] = {}
-        for key in self.keys:
-            self.lengths.setdefault(key[0], []).append(len(key))
-        for first in self.lengths:
-            self.lengths[first] = sorted(set(self.lengths[first]), reverse=True)
-
-    def find(self, text: str) -> list[str]:
-        """Titles mentioned in ``text``, in order of first occurrence, without duplicates.
-
-        A one-word title matches only a capitalised word not followed by another capitalised
-        word ("Comedy!" is not found in "a comedy film", "Los" not in "Los Angeles").
-        """
-        raw = _WORD.findall(unicodedata.normalize("NFKC", text))
-        toks = tuple(t.casefold() for t in raw)
-        found: list[str] = []
-        i = 0
-        while i < len(toks):
-            n = self._match_length(toks, raw, i)
-            if n:
-                title = self.keys[toks[i:i + n]]
-                if title not in found:
-                    found.append(title)
-            i += max(1, n)
-        return found
-
-    def _match_length(self, toks: tuple[str, ...], raw: list[str], i: int) -> int:
-        for n in self.lengths.get(toks[i], ()):
-            if i + n <= len(toks) and toks[i:i + n] in self.keys:
-                if n > 1 or _proper_word(raw, i):
-                    return n
-        return 0
-
-
-def _proper_word(raw: list[str], i: int) -> bool:
-    """A capitalised (or numeric) word whose successor is not capitalised."""
-    first = raw[i][:1]
-    if not (first.isupper() or first.isdigit()):
-        return False
-    return i + 1 >= len(raw) or not raw[i + 1][:1].isupper()
 
 
 def pattern_entities(sentence: str) -> list[str]:
@@ -161,18 +77,6 @@ def pattern_entities(sentence: str) -> list[str]:
         if len(words) >= 2 and not re.fullmatch(_MONTHS, words[0]):
             found.append(re.sub(r"['’]s$", "", " ".join(words)).rstrip(".'’"))
     return found
-
-
-def dedupe_ci(items: Iterable[str]) -> list[str]:
-    """Non-empty stripped strings, first occurrence kept, compared case-insensitively."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for item in items:
-        s = item.strip()
-        if s and s.casefold() not in seen:
-            seen.add(s.casefold())
-            out.append(s)
-    return out
 
 
 def sentence_propositions(passage_id: str, title: str, text: str, matcher: TitleMatcher,

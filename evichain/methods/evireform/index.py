@@ -16,6 +16,10 @@ import pandas as pd
 import scipy.sparse as sp
 
 from evichain.methods.evireform.propagation import EntityPropagator
+from evichain.retrieval.incidence import incidence_matrix, order_propositions
+
+__all__ = ["DEGREE_BUCKETS", "EviReformIndex", "build_index", "incidence_matrix", "index_statistics",
+           "order_propositions", "statistics_markdown"]
 
 DEGREE_BUCKETS: tuple[tuple[int, int], ...] = ((1, 1), (2, 4), (5, 9), (10, 99), (100, 999),
                                                (1000, 10**12))
@@ -43,37 +47,6 @@ class EviReformIndex:
     @property
     def n_propositions(self) -> int:
         return int(self.prop_ids.shape[0])
-
-
-def order_propositions(props: pd.DataFrame, passage_ids: list[str]) -> pd.DataFrame:
-    """Propositions of known passages, in stored passage order then ordinal."""
-    rank = {pid: i for i, pid in enumerate(passage_ids)}
-    unknown = sorted(set(props["passage_id"]) - set(rank))
-    if unknown:
-        raise ValueError(f"{len(unknown)} propositions' passages are not in the corpus, "
-                         f"e.g. {unknown[:3]}: rebuild the index for this corpus")
-    ordinal = props["prop_id"].str.rsplit("#", n=1).str[1].astype(int)
-    keys = pd.DataFrame({"p": props["passage_id"].map(rank), "o": ordinal})
-    order = np.lexsort((keys["o"].to_numpy(), keys["p"].to_numpy()))
-    return props.iloc[order].reset_index(drop=True)
-
-
-def incidence_matrix(prop_ids: list[str], entity_ids: list[str], incidence: pd.DataFrame
-                     ) -> sp.csr_matrix:
-    """Binary A (M × N_e) from (prop_id, entity_id) rows; rows of unknown ids are errors."""
-    prow = {p: i for i, p in enumerate(prop_ids)}
-    ecol = {e: j for j, e in enumerate(entity_ids)}
-    rows = incidence["prop_id"].map(prow)
-    cols = incidence["entity_id"].map(ecol)
-    if rows.isna().any() or cols.isna().any():
-        raise ValueError("incidence rows reference unknown propositions or entities: "
-                         "re-run canonicalize_entities after extract_propositions")
-    data = np.ones(len(incidence), dtype=np.float64)
-    A = sp.csr_matrix((data, (rows.to_numpy(int), cols.to_numpy(int))),
-                      shape=(len(prop_ids), len(entity_ids)))
-    A.sum_duplicates()
-    A.data[:] = 1.0
-    return A
 
 
 def build_index(corpus: pd.DataFrame, props: pd.DataFrame, entities: pd.DataFrame,

@@ -20,27 +20,17 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from evichain.llm import LLMClient, LLMSuccess
+from evichain.llm.prompting import narrowed
 from evichain.llm.types import Prompt, result_tokens
+from evichain.llm.usage import StepUsage
 from evichain.methods.evireform.params import EviReformParams
 from evichain.methods.evireform.prompts import (GAPS, JUDGE, REFORMULATE, ids_check, minified,
-                                                narrowed, selection_prompt)
+                                                selection_prompt)
 
-
-@dataclass
-class StepUsage:
-    """Outcome of one LLM step."""
-
-    ok: bool = True
-    kind: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    cached: bool = False
+__all__ = ["EviReformLLM", "StepUsage", "tokens_used"]
 
 
 def tokens_used(client: LLMClient, result: Any) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from evichain.config import Section
+from evichain.params_base import Section
 
 
 class IndexParams(Section):

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from evichain.methods.base import QuestionResult
 from evichain.methods.evireform.index import EviReformIndex
 from evichain.methods.evireform.llm_steps import EviReformLLM, StepUsage
 from evichain.methods.evireform.params import EviReformParams
@@ -156,15 +157,6 @@ def order_pool(raw: Sequence[int], pool_ids: Sequence[int]) -> tuple[list[int], 
 
 
 # --------------------------------------------------------------------------- retrieval
-@dataclass
-class QuestionResult:
-    """Run rows (question_id, rank, passage_id, score), the trace row and timings (s):
-    ``compute`` = wall time minus LLM steps minus residual-query encoding; ``compute_cpu`` =
-    the same in this thread's CPU time (robust to other processes on a shared machine)."""
-
-    rows: list[tuple[str, int, str, float]]
-    trace: dict[str, Any]
-    seconds: dict[str, float]
 
 
 TRACE_DEFAULTS: dict[str, Any] = {

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evichain.config import ParamsError
+from evichain.params_base import ParamsError
 from evichain.methods.evireform.params import EviReformParams
 
 _ONE_ROUND: dict[str, Any] = {"rounds": 1, "residual_only": False, "repeat_question": False,

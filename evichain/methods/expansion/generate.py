@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from evichain.config import LLMParams
 from evichain.llm import LLMClient, LLMSuccess
+from evichain.llm.params import LLMParams
 from evichain.llm.types import Prompt, result_tokens
 
 
@@ -125,11 +125,3 @@ def generation_trace(generations: Sequence[Generation], on_all_failed: str) -> d
             "error_kinds": [g.error_kind for g in failed], "errors": [g.error for g in failed],
             "prompt_tokens": sum(g.prompt_tokens for g in generations),
             "completion_tokens": sum(g.completion_tokens for g in generations)}
-
-
-@dataclass
-class Outcome:
-    """What an expansion method returns for one question: run rows and its trace row."""
-
-    rows: list[tuple[str, int, str, float]]
-    trace: dict[str, Any]

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from evichain.llm import LLMClient
-from evichain.methods.expansion.generate import Outcome, generate, generation_trace, outcome_status, texts
+from evichain.methods.base import Outcome
+from evichain.methods.expansion.generate import generate, generation_trace, outcome_status, texts
 from evichain.methods.expansion.params import ExpansionParams
 from evichain.methods.expansion.prompts import HYDE, bounded, hyde_data, nonempty_passage
 from evichain.methods.expansion.search import CorpusSearch

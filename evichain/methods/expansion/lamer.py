@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from evichain.llm import LLMClient
-from evichain.methods.expansion.generate import Outcome, generate, generation_trace, outcome_status, texts
+from evichain.methods.base import Outcome
+from evichain.methods.expansion.generate import generate, generation_trace, outcome_status, texts
 from evichain.methods.expansion.params import ExpansionParams
 from evichain.methods.expansion.prompts import LAMER, bounded, lamer_data, nonempty_passage
 from evichain.methods.expansion.search import CorpusSearch

@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from evichain.config import Section
+from evichain.params_base import Section
 
 ExpansionMethod = Literal["hyde", "query2doc", "lamer"]
 
@@ -73,3 +73,21 @@ def check_method(method: str) -> str:
     if method not in known:
         raise ValueError(f"unknown expansion method '{method}' (known: {', '.join(known)})")
     return method
+
+
+def sampling_of(method: str, params: ExpansionParams) -> tuple[float, int]:
+    """(temperature, number of samples) of a method."""
+    if method == "hyde":
+        return params.hyde.temperature, params.hyde.n_samples
+    if method == "lamer":
+        return params.lamer.temperature, params.lamer.n_answers
+    return params.query2doc.temperature, 1
+
+
+def retrievers_of(method: str, params: ExpansionParams) -> tuple[bool, bool]:
+    """(needs BM25, needs dense) for a method."""
+    if method == "hyde":
+        return False, True
+    if method == "lamer":
+        return True, False
+    return params.query2doc.retriever == "bm25", params.query2doc.retriever == "dense"

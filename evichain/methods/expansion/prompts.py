@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from evichain.llm.types import Prompt, quote_json
-from evichain.methods.evireform.prompts import NarrowedPrompt
+from evichain.llm.prompting import NarrowedPrompt
 
 _REPLY = 'Return exactly one JSON object: {"passage": "..."}'
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evichain.llm import LLMClient
-from evichain.methods.expansion.generate import Outcome, generate, generation_trace, outcome_status, texts
+from evichain.methods.base import Outcome
+from evichain.methods.expansion.generate import generate, generation_trace, outcome_status, texts
 from evichain.methods.expansion.params import ExpansionParams
 from evichain.methods.expansion.prompts import QUERY2DOC, bounded, nonempty_passage, query2doc_data
 from evichain.methods.expansion.search import CorpusSearch

@@ -8,7 +8,3 @@ scoring), ``openie`` (the shared triple index: LLM or LLM-free from EviReform pr
 matrices), ``ppr`` (Personalized PageRank: igraph PRPACK and sparse power iteration), ``llm``
 (the query-time LLM calls and their repairs), ``hipporag2``, ``catrag``, ``proprag``.
 """
-
-# Importing evichain.config first breaks the import cycle config ↔ params: config imports
-# GraphParams, and params subclasses config.Section.
-import evichain.config  # noqa: F401

@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from evichain.methods.evireform.llm_steps import StepUsage
+from evichain.llm.usage import StepUsage
+from evichain.methods.base import QuestionResult
 from evichain.methods.graph.graph import (EntityGraph, FactIndex, build_graph, min_max,
                                           synonymy_matrix, triple_facts)
 from evichain.methods.graph.llm import GraphLLM, clean_kept
@@ -105,13 +106,6 @@ def passage_seed_weights(dense: np.ndarray, passage_node_weight: float) -> np.nd
 
 
 # --------------------------------------------------------------------------- retrieval
-@dataclass
-class QuestionResult:
-    """Run rows, the trace row and timings (s): ``compute`` = total − LLM − online encoding."""
-
-    rows: list[tuple[str, int, str, float]]
-    trace: dict[str, Any]
-    seconds: dict[str, float]
 
 
 @dataclass

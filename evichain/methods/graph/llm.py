@@ -5,7 +5,7 @@
 * :meth:`GraphLLM.score_edges`: CatRAG's neighbour scoring (dynamic edge weighting).
 
 Each returns what the model said (or None on failure) and a
-:class:`~evichain.methods.evireform.llm_steps.StepUsage` (ok / failure kind, the response's own
+:class:`~evichain.llm.usage.StepUsage` (ok / failure kind, the response's own
 tokens, wall seconds of the step). The ``clean_*`` functions repair replies against the
 retrieval state and count what they dropped.
 """
@@ -18,7 +18,8 @@ from typing import Any
 
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.llm.types import Prompt, quote_json, result_tokens
-from evichain.methods.evireform.llm_steps import StepUsage
+from evichain.llm.usage import StepUsage
+from evichain.methods.graph.params import GraphParams
 from evichain.methods.graph.prompts import (QUERY_NER, edge_score_prompt, filter_prompt,
                                             ner_prompt, some_id_check)
 
@@ -122,3 +123,13 @@ def clean_mentions(raw: Sequence[Any] | None) -> list[str]:
             if text and text.casefold() not in {o.casefold() for o in out}:
                 out.append(text)
     return out
+
+
+def uses_llm(method: str, params: GraphParams) -> bool:
+    """Whether ``method`` with these params calls the LLM at query time."""
+    c = params.catrag
+    if method == "hipporag2":
+        return params.hipporag2.recognition_memory
+    if method == "catrag":
+        return params.hipporag2.recognition_memory or c.symbolic_anchoring or c.edge_weighting
+    return False

@@ -32,9 +32,9 @@ import pandas as pd
 
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.llm.types import quote_json, result_tokens
-from evichain.methods.evireform.extract import dedupe_ci
-from evichain.methods.evireform.index import order_propositions
 from evichain.methods.graph.prompts import NER, TRIPLES, ner_prompt, triples_prompt
+from evichain.retrieval.incidence import order_propositions
+from evichain.text.sentences import dedupe_ci
 
 TRIPLE_COLUMNS = ["triple_id", "passage_id", "subject", "predicate", "object", "source", "prop_id"]
 STATUS_COLUMNS = ["passage_id", "status", "error_kind", "error", "step", "openie", "entities",

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from evichain.config import DATASETS, Section
+from evichain.params_base import DATASETS, Section
 
 METHODS: tuple[str, ...] = ("hipporag2", "catrag", "proprag")
 OpenIEMode = Literal["llm", "propositions"]

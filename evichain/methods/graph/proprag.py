@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from evichain.methods.evireform.index import incidence_matrix, order_propositions
+from evichain.retrieval.incidence import incidence_matrix, order_propositions
 from evichain.methods.graph.graph import (EntityGraph, build_graph, min_max,
                                           proposition_occurrences, synonymy_matrix)
 from evichain.methods.graph.hipporag2 import QuestionResult, base_trace, passage_seed_weights

@@ -25,6 +25,7 @@ import pandas as pd
 
 from evichain.llm import LLMClient, LLMFailure, LLMSuccess
 from evichain.llm.types import Prompt, result_tokens
+from evichain.methods.base import Outcome
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.run import top_k_indices
 
@@ -161,16 +162,6 @@ class Episode:
         self.stop_reason = reason
 
 
-# --------------------------------------------------------------------------- outcome
-@dataclass
-class Outcome:
-    """Everything one question contributes to the stage outputs."""
-
-    run: list[tuple[str, int, str, float]]
-    evidence: list[dict[str, Any]]
-    trace: dict[str, Any]
-
-
 def run_rows(question_id: str, passages: Passages, order: Sequence[int]
              ) -> list[tuple[str, int, str, float]]:
     """(question_id, rank, passage_id, 1/rank) for ``order`` (distinct rows, best first)."""
@@ -213,8 +204,8 @@ def finish(ep: Episode, method: str, passages: Passages, evidence: Sequence[tupl
         **extras,
     }
     order = ep.order if ranking is None else ranking
-    return Outcome(run_rows(ep.question_id, passages, order),
-                   evidence_rows(ep.question_id, passages, evidence), trace)
+    return Outcome(run_rows(ep.question_id, passages, order), trace,
+                   evidence=evidence_rows(ep.question_id, passages, evidence))
 
 
 def summarize(method: str, traces: pd.DataFrame) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from evichain.methods.evireform.index import incidence_matrix, order_propositions
+from evichain.retrieval.incidence import incidence_matrix, order_propositions
 from evichain.retrieval.run import top_k_indices
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from evichain.llm import LLMClient
-from evichain.methods.evireform.extract import split_sentences
+from evichain.text.sentences import split_sentences
 from evichain.methods.iterative.common import (Episode, Outcome, Passages, Searcher, clean_text,
                                                finish)
 from evichain.methods.iterative.params import IRCoTParams

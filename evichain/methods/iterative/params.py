@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from evichain.config import Section
+from evichain.params_base import Section
 
 MethodName = Literal["ircot", "self_ask", "s2g_rag", "gear"]
 METHODS: tuple[str, ...] = ("ircot", "self_ask", "s2g_rag", "gear")

@@ -21,7 +21,7 @@ falls back to the question as the next query. A turn that offers no new sentence
 CONTEXT of the judge and the reader's evidence are the same thing: C grouped by document, each
 document's selected sentences in their original order, documents in the order their first
 sentence was selected (turn, then sentence id). Run table: documents by first retrieval.
-Sentences: :func:`evichain.methods.evireform.extract.split_sentences`.
+Sentences: :func:`evichain.text.sentences.split_sentences`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, field
 
 from evichain.llm import LLMClient
-from evichain.methods.evireform.extract import split_sentences
+from evichain.text.sentences import split_sentences
 from evichain.methods.iterative.common import (Episode, Outcome, Passages, Searcher, clean_text,
                                                finish)
 from evichain.methods.iterative.params import S2GRAGParams

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.llm.types import Prompt, quote_json, result_tokens
-from evichain.methods.evireform.prompts import NarrowedPrompt
+from evichain.llm.prompting import NarrowedPrompt
 from evichain.methods.rerank.params import ListwiseParams
 from evichain.methods.rerank.pool import Candidate
 

@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from evichain.config import Section
+from evichain.params_base import Section
 
 RerankMethod = Literal["listwise", "cross_encoder"]
 

@@ -1,0 +1,53 @@
+"""Params of the LLM service (``llm`` block of ``params.yaml``); composed by :mod:`evichain.config`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from evichain.params_base import Section
+
+
+class LocalLLMParams(Section):
+    """Settings of the bundled llama-cpp server (used when ``llm.model`` starts with ``local/``)."""
+
+    n_ctx: int = Field(8192, ge=512, le=131072)
+    n_threads: int = Field(2, ge=1, le=256)
+    startup_timeout_s: float = Field(300.0, gt=0)
+
+
+class FaultParams(Section):
+    """Fault injection in the LLM client (reliability drills); fractions of attempts."""
+
+    timeout: float = Field(0.0, ge=0.0, le=1.0)
+    rate_limit: float = Field(0.0, ge=0.0, le=1.0)
+    server_error: float = Field(0.0, ge=0.0, le=1.0)
+    malformed: float = Field(0.0, ge=0.0, le=1.0)
+    seed: int = 0
+
+
+class LLMParams(Section):
+    """The one LLM client: any litellm model string, or ``local/<key>`` for the bundled model.
+
+    ``max_failure_rate``: a retrieval stage of an LLM method fails (after writing its tables)
+    when more than this fraction of its LLM requests failed after retries and repair — the
+    method's fallbacks would otherwise be reported as the method.
+    """
+
+    model: str = "local/qwen2.5-coder-1.5b-instruct-q4_k_m"
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    seed: int | None = 0
+    max_tokens: int = Field(512, ge=1, le=32768)
+    timeout_s: float = Field(600.0, gt=0)
+    max_retries: int = Field(4, ge=0, le=20)
+    backoff_base_s: float = Field(1.0, ge=0.0)
+    backoff_max_s: float = Field(60.0, ge=0.0)
+    max_failure_rate: float = Field(0.2, ge=0.0, le=1.0)
+    concurrency: int = Field(1, ge=1, le=256)
+    json_mode: Literal["schema", "json_object", "none"] = "schema"
+    local: LocalLLMParams = LocalLLMParams()
+    faults: FaultParams = FaultParams()

@@ -1,0 +1,324 @@
+"""One contract for every retrieval method: :class:`Method`, :class:`Retriever`,
+:class:`QuestionResult` and the method registry.
+
+A method is one package plus one params block::
+
+    from evichain.methods.base import BuildContext, Method, QuestionResult, register
+    from evichain.params_base import Section
+
+    class ToyParams(Section):
+        top_k: int = 5
+
+    @register
+    class Toy(Method):
+        name = "toy"
+        Params = ToyParams          # validates the ``toy:`` block of params.yaml
+        params_key = "toy"
+
+        def build(self, ctx, variant=None, index=None):
+            p = self.params_of(ctx.params)
+            return FunctionRetriever(lambda qid, q: QuestionResult(...))
+
+Registering records the params block (:func:`evichain.params_base.register_block`), so
+:func:`evichain.config.load_params` accepts ``toy:`` once the package is imported; the block is
+``params.block("toy")``. :func:`get_method` and :func:`methods` import the built-in method
+modules (:data:`BUILTIN_MODULES`) on first use.
+
+Per question a method returns a :class:`QuestionResult`: run rows ``(question_id, rank,
+passage_id, score)``, one trace row (LLM usage: ``prompt_tokens``/``completion_tokens`` and
+the method's status fields), the timings in seconds where the method measures them, and the
+evidence rows of the iterative methods. Flows still call each family's own retriever classes;
+``build`` adapts them to the one :meth:`Retriever.retrieve` signature.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
+
+from evichain.params_base import register_block, unregister_block
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from evichain.config import Params
+    from evichain.llm import LLMClient
+    from evichain.llm.params import LLMParams
+
+PROPOSITION_TABLES: tuple[str, ...] = ("propositions", "entities", "incidence")
+"""The proposition–entity index tables (EviReform's index; PropRAG, GeAR and the hybrid read it)."""
+
+Row = tuple[str, int, str, float]
+"""A run row: (question_id, rank from 1, passage_id, score)."""
+
+
+@dataclass
+class QuestionResult:
+    """What one question contributes to a method's stage outputs (every method, one type).
+
+    ``rows``: the ranking as run rows, best first; ``trace``: the method's trace row (LLM
+    usage and status fields); ``seconds``: timings (``compute``, ``llm``, ``encode``, ...) where
+    the method measures them; ``evidence``: evidence rows (iterative methods: the passages the
+    reader gets, in reading order).
+    """
+
+    rows: list[Row]
+    trace: dict[str, Any]
+    seconds: dict[str, float] = field(default_factory=dict)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def run(self) -> list[Row]:
+        """The run rows (the iterative methods' name for ``rows``)."""
+        return self.rows
+
+    @property
+    def passage_ids(self) -> list[str]:
+        """Ranked passage ids, best first."""
+        return [r[2] for r in self.rows]
+
+    @property
+    def scores(self) -> list[float]:
+        """Scores of :attr:`passage_ids`."""
+        return [float(r[3]) for r in self.rows]
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """LLM tokens of the question, from the trace row: its ``prompt_tokens`` /
+        ``completion_tokens``, else the sum of its per-step ``<step>_prompt_tokens`` /
+        ``<step>_completion_tokens`` (EviReform); 0 where the method calls no LLM."""
+        out = {}
+        for key in ("prompt_tokens", "completion_tokens"):
+            if key in self.trace:
+                out[key] = int(self.trace[key] or 0)
+            else:
+                out[key] = sum(int(v or 0) for k, v in self.trace.items() if k.endswith(f"_{key}"))
+        return out
+
+
+Outcome = QuestionResult
+"""The name the expansion and iterative families use for :class:`QuestionResult`."""
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """A built method: one question at a time (thread-safe where the method is)."""
+
+    def retrieve(self, question_id: str, question: str) -> QuestionResult: ...
+
+
+class FunctionRetriever:
+    """A :class:`Retriever` around ``fn(question_id, question) -> QuestionResult``; ``inner`` is
+    the wrapped family retriever, for callers that need it."""
+
+    def __init__(self, fn: Callable[[str, str], QuestionResult], inner: Any = None) -> None:
+        self._fn = fn
+        self.inner = inner
+
+    def retrieve(self, question_id: str, question: str) -> QuestionResult:
+        return self._fn(question_id, question)
+
+
+Encoder = Callable[[Sequence[str]], Any]
+"""Texts → L2-normalised embedding rows (a numpy array)."""
+
+
+@dataclass
+class BuildContext:
+    """What ``build`` gets: one dataset's corpus, the whole params, the services.
+
+    ``corpus``: ``passage_id, title, text`` in stored order; ``params``: the validated
+    :class:`evichain.config.Params` (service blocks ``llm``, ``embed``, ``retrieval`` and every
+    method's block); ``encode``: the embedding service (texts → L2-normalised rows);
+    ``make_client``: LLM client factory (default :class:`evichain.llm.LLMClient`); ``tables``:
+    the dataset's shared index tables by name (``propositions``, ``entities``, ``incidence``,
+    ``triples``, ``facets``), as the index stages write them; ``gold``: question id → gold
+    passage ids, for trace diagnostics only (never used to rank).
+    """
+
+    corpus: pd.DataFrame
+    params: Params
+    encode: Encoder | None = None
+    make_client: Callable[[LLMParams], LLMClient] | None = None
+    tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    gold: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    def client(self, llm: LLMParams | None = None) -> LLMClient:
+        """An LLM client for ``llm`` (default: ``params.llm``)."""
+        llm = llm if llm is not None else self.params.llm
+        if self.make_client is not None:
+            return self.make_client(llm)
+        from evichain.llm import LLMClient
+
+        return LLMClient(llm)
+
+    def encoder(self) -> Encoder:
+        """The embedding function (default: the ``embed`` service of ``params``)."""
+        if self.encode is None:
+            from evichain.embed import get_embedder
+
+            self.encode = get_embedder(self.params.embed).encode
+        return self.encode
+
+    def table(self, name: str) -> pd.DataFrame:
+        """Index table ``name``, or a KeyError naming the tables the method needs."""
+        if name not in self.tables:
+            raise KeyError(f"index table {name!r} missing from BuildContext.tables "
+                           f"(have {sorted(self.tables)}); build the dataset's index first")
+        return self.tables[name]
+
+    def gold_of(self, question_id: str) -> list[str]:
+        return [str(g) for g in self.gold.get(question_id, ())]
+
+
+class Method(ABC):
+    """A retrieval method: its name, params block, variants, optional index step, and
+    :meth:`build`.
+
+    ``Params``: the pydantic model of the method's params block; ``params_key``: where that
+    block sits in ``params.yaml`` (dotted for nested blocks: ``retrieval.bm25``); ``variants``:
+    the named variants ``build`` accepts (``None`` = :attr:`default_variant`); ``uses_llm``:
+    whether ``build`` makes an LLM client (for some variants at least).
+    """
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    params_key: ClassVar[str]
+    variants: ClassVar[tuple[str, ...]] = ("default",)
+    default_variant: ClassVar[str | None] = None
+    uses_llm: ClassVar[bool] = False
+
+    def params_of(self, params: Params) -> Any:
+        """The method's params block of ``params``."""
+        return params.block(self.params_key)
+
+    def check_variant(self, variant: str | None) -> str:
+        """``variant`` (or the default), or a ValueError listing the known variants."""
+        chosen = variant if variant is not None else (self.default_variant or self.variants[0])
+        if chosen not in self.variants:
+            raise ValueError(f"method {self.name!r} has no variant {chosen!r}; "
+                             f"known: {list(self.variants)}")
+        return chosen
+
+    def tables(self, params: Params, variant: str | None = None) -> tuple[str, ...]:
+        """Names of the index tables :meth:`build` reads from ``ctx.tables`` for ``variant``
+        (the index stages write them: ``propositions``, ``entities`` and ``incidence`` by
+        ``extract_propositions`` + ``canonicalize_entities``, ``triples`` by ``extract_triples``,
+        ``facets`` by ``generate_facets``). None by default."""
+        return ()
+
+    def index(self, ctx: BuildContext, variant: str | None = None) -> Any:
+        """The offline step: method structures built from the corpus and ``ctx.tables``
+        (encoded passages, graphs, banks). None for methods without one."""
+        return None
+
+    @abstractmethod
+    def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> Retriever:
+        """A :class:`Retriever` for ``variant`` over ``ctx`` (``index``: a result of
+        :meth:`index` to reuse; built here when None)."""
+
+    def __repr__(self) -> str:
+        return f"<Method {self.name} params={self.params_key} variants={list(self.variants)}>"
+
+
+# --------------------------------------------------------------------------- registry
+M = TypeVar("M", bound=Method)
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "evichain.methods.first_stage",
+    "evichain.methods.rerank.method",
+    "evichain.methods.expansion.method",
+    "evichain.methods.iterative.method",
+    "evichain.methods.graph.method",
+    "evichain.methods.evireform.method",
+    "evichain.methods.cee.method",
+    "evichain.methods.hybrid.method",
+)
+"""Modules whose import registers the built-in methods (imported by :func:`get_method`)."""
+
+_REGISTRY: dict[str, Method] = {}
+_LOCK = threading.RLock()
+_BUILTINS_LOADED = False
+
+
+class UnknownMethodError(LookupError):
+    """:func:`get_method` of a name nobody registered."""
+
+
+def register(method: type[M]) -> type[M]:
+    """Register a :class:`Method` subclass (an instance is created once); usable as a class
+    decorator. Its top-level params block is accepted by :func:`evichain.config.load_params`
+    from now on. Registering another class under a taken name is an error."""
+    if not (isinstance(method, type) and issubclass(method, Method)):
+        raise TypeError(f"register() takes a Method subclass, got {method!r}")
+    for attr in ("name", "Params", "params_key"):
+        if not hasattr(method, attr):
+            raise TypeError(f"{method.__name__} must define {attr!r}")
+    if not (isinstance(method.Params, type) and issubclass(method.Params, BaseModel)):
+        raise TypeError(f"{method.__name__}.Params must be a pydantic model")
+    with _LOCK:
+        taken = _REGISTRY.get(method.name)
+        if taken is not None and type(taken) is not method:
+            if (type(taken).__module__, type(taken).__qualname__) != (method.__module__,
+                                                                      method.__qualname__):
+                raise ValueError(f"method {method.name!r} is already registered by "
+                                 f"{type(taken).__module__}.{type(taken).__qualname__}")
+        if "." not in method.params_key:
+            register_block(method.params_key, method.Params)
+        _REGISTRY[method.name] = method()
+    return method
+
+
+def unregister(name: str) -> None:
+    """Forget method ``name`` and its params block if no other method uses it (tests)."""
+    with _LOCK:
+        gone = _REGISTRY.pop(name, None)
+        if gone is not None and "." not in gone.params_key and not any(
+                m.params_key == gone.params_key for m in _REGISTRY.values()):
+            unregister_block(gone.params_key)
+
+
+def _load_builtins() -> None:
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    with _LOCK:
+        if not _BUILTINS_LOADED:
+            for module in (*BUILTIN_MODULES, *plugin_modules()):
+                importlib.import_module(module)
+            _BUILTINS_LOADED = True
+
+
+def plugin_modules() -> list[str]:
+    """Modules named by ``$EVICHAIN_METHODS`` (comma-separated, importable): methods kept
+    outside this repository register themselves when :func:`get_method` first runs."""
+    return [m.strip() for m in os.environ.get("EVICHAIN_METHODS", "").split(",") if m.strip()]
+
+
+def get_method(name: str) -> Method:
+    """The registered method ``name``, or :class:`UnknownMethodError` listing the known names."""
+    _load_builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownMethodError(f"unknown method {name!r}; known: {sorted(_REGISTRY)}") from None
+
+
+def methods() -> dict[str, Method]:
+    """Every registered method by name (built-ins included), sorted by name."""
+    _load_builtins()
+    return dict(sorted(_REGISTRY.items()))
+
+
+# --------------------------------------------------------------------------- helpers
+def rows_of(run: pd.DataFrame) -> list[Row]:
+    """Run rows of a run table (``question_id, rank, passage_id, score``)."""
+    return [(str(q), int(r), str(p), float(s))
+            for q, r, p, s in zip(run["question_id"], run["rank"], run["passage_id"], run["score"])]

@@ -1,0 +1,62 @@
+"""EviReform as a method (``evireform``; params block ``evireform``): the proposition–entity
+index from the proposition tables (propositions encoded with the embedding service), then
+Steps 1–7 per question for a variant (:mod:`.variants`; ``full`` is the block as written).
+The variant ``hybrid`` is the method ``hybrid`` (:mod:`evichain.methods.hybrid.method`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
+                                   QuestionResult, register)
+from evichain.methods.evireform.index import EviReformIndex, build_index, order_propositions
+from evichain.methods.evireform.llm_steps import EviReformLLM
+from evichain.methods.evireform.params import EviReformParams
+from evichain.methods.evireform.retrieve import EviReformRetriever
+from evichain.methods.evireform.variants import OURS, VARIANTS, uses_llm, variant_params
+
+
+def build_evireform_index(ctx: BuildContext, params: EviReformParams) -> EviReformIndex:
+    """The index of ``ctx``'s proposition tables, as the retrieval flow builds it."""
+    props = order_propositions(ctx.table("propositions"), ctx.corpus["passage_id"].tolist())
+    H = ctx.encoder()(props["text"].tolist())
+    return build_index(ctx.corpus, props, ctx.table("entities"), ctx.table("incidence"), H,
+                       params.passage_format)
+
+
+def evireform_retriever(ctx: BuildContext, index: EviReformIndex, params: EviReformParams,
+                        cls: type[EviReformRetriever]) -> FunctionRetriever:
+    """``cls`` over ``index`` adapted to the one signature (question encoded per call, gold
+    from ``ctx.gold`` for the trace's pool-coverage fields)."""
+    steps = EviReformLLM(ctx.client(), params) if uses_llm(params) else None
+    encode = ctx.encoder()
+    inner = cls(index, params, steps, encode)
+
+    def retrieve(question_id: str, question: str) -> QuestionResult:
+        return inner.retrieve(question_id, question, encode([question])[0], ctx.gold_of(question_id))
+
+    return FunctionRetriever(retrieve, inner)
+
+
+@register
+class EviReform(Method):
+    """Evidence-guided query reformulation over a proposition–entity index (paper §3)."""
+
+    name = "evireform"
+    Params = EviReformParams
+    params_key = "evireform"
+    variants = tuple(sorted([*VARIANTS, *(OURS - {"hybrid"})]))
+    default_variant = "full"
+    uses_llm = True
+
+    def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
+        return PROPOSITION_TABLES
+
+    def index(self, ctx: BuildContext, variant: str | None = None) -> EviReformIndex:
+        return build_evireform_index(ctx, self.params_of(ctx.params))
+
+    def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> FunctionRetriever:
+        chosen = self.check_variant(variant)
+        params = variant_params(self.params_of(ctx.params), chosen)
+        built = index if index is not None else self.index(ctx)
+        return evireform_retriever(ctx, built, params, EviReformRetriever)

@@ -1,0 +1,68 @@
+"""The query-expansion baselines as methods (``hyde``, ``query2doc``, ``lamer``; params block
+``expansion``): the corpus retrievers the method queries, one LLM client per sample (seed =
+``llm.seed`` + sample index), then the method's own ``retrieve`` — as the expansion flow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evichain.methods.base import BuildContext, FunctionRetriever, Method, register
+from evichain.methods.expansion.generate import sample_params
+from evichain.methods.expansion.hyde import HyDE
+from evichain.methods.expansion.lamer import LameR
+from evichain.methods.expansion.params import ExpansionParams, retrievers_of, sampling_of
+from evichain.methods.expansion.query2doc import Query2Doc
+from evichain.methods.expansion.search import CorpusSearch
+from evichain.retrieval.bm25 import BM25Index
+from evichain.retrieval.run import format_passages
+
+
+class _Expansion(Method):
+    Params = ExpansionParams
+    params_key = "expansion"
+    uses_llm = True
+
+    def index(self, ctx: BuildContext, variant: str | None = None) -> CorpusSearch:
+        """BM25 and/or dense passage vectors, whichever the method queries."""
+        params = self.params_of(ctx.params)
+        use_bm25, use_dense = retrievers_of(self.name, params)
+        bm25 = BM25Index(ctx.corpus, ctx.params.retrieval.bm25) if use_bm25 else None
+        vectors = (ctx.encoder()(format_passages(ctx.corpus, ctx.params.retrieval.dense.passage_format))
+                   if use_dense else None)
+        return CorpusSearch(ctx.corpus["passage_id"].astype(str).tolist(), bm25, vectors,
+                            ctx.encoder() if use_dense else None)
+
+    def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> FunctionRetriever:
+        self.check_variant(variant)
+        params: ExpansionParams = self.params_of(ctx.params)
+        search = index if index is not None else self.index(ctx)
+        temperature, n = sampling_of(self.name, params)
+        clients = [ctx.client(p) for p in sample_params(ctx.params.llm, temperature, n)]
+        if self.name == "hyde":
+            expander: Any = HyDE(clients, search, params)
+        elif self.name == "query2doc":
+            expander = Query2Doc(clients, search, params)
+        else:
+            expander = LameR(clients, search, params, ctx.corpus.set_index("passage_id"))
+        return FunctionRetriever(expander.retrieve, expander)
+
+
+@register
+class HyDEMethod(_Expansion):
+    """HyDE: dense search with the mean of the question's and generated passages' vectors."""
+
+    name = "hyde"
+
+
+@register
+class Query2DocMethod(_Expansion):
+    """query2doc: the question expanded with a generated pseudo-document."""
+
+    name = "query2doc"
+
+
+@register
+class LameRMethod(_Expansion):
+    """LameR: BM25 with the question augmented by answers generated from its first BM25 pass."""
+
+    name = "lamer"

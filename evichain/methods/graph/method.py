@@ -1,0 +1,95 @@
+"""The graph retrievers as methods (``hipporag2``, ``catrag``, ``proprag``; params block
+``graph``): HippoRAG 2 / CatRAG over the OpenIE triple index (``tables["triples"]``, or the
+LLM-free triples of the proposition tables when absent), PropRAG over the proposition tables,
+as the graph flow builds them; the question is encoded with the embedding service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
+                                   QuestionResult, register)
+from evichain.methods.graph.catrag import CatRAGRetriever
+from evichain.methods.graph.hipporag2 import HippoRAG2Retriever, build_hippo_index
+from evichain.methods.graph.llm import GraphLLM
+from evichain.methods.graph.llm import uses_llm as query_time_llm
+from evichain.methods.graph.openie import TRIPLE_COLUMNS, proposition_triples
+from evichain.methods.graph.params import GraphParams
+from evichain.methods.graph.proprag import PropRAGRetriever, build_prop_index
+
+
+def _labelled(ctx: BuildContext) -> Any:
+    encode = ctx.encoder()
+    return lambda texts, label: encode(list(texts))
+
+
+def triples_table(ctx: BuildContext) -> pd.DataFrame:
+    """``tables["triples"]``, else the LLM-free triples of the proposition tables."""
+    if "triples" in ctx.tables:
+        return ctx.tables["triples"]
+    outcomes = proposition_triples(ctx.corpus, ctx.table("propositions"), ctx.table("entities"),
+                                   ctx.table("incidence"))
+    return pd.DataFrame([t for o in outcomes for t in o.triples], columns=TRIPLE_COLUMNS)
+
+
+class _Graph(Method):
+    Params = GraphParams
+    params_key = "graph"
+
+    def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
+        """PropRAG: the proposition tables; HippoRAG 2 / CatRAG: the LLM OpenIE triples when
+        ``graph.openie`` is ``llm``, else triples derived from the proposition tables."""
+        if self.name != "proprag" and params.graph.openie == "llm":
+            return ("triples",)
+        return PROPOSITION_TABLES
+
+    def index(self, ctx: BuildContext, variant: str | None = None) -> Any:
+        params = self.params_of(ctx.params)
+        if self.name == "proprag":
+            return build_prop_index(ctx.corpus, ctx.table("propositions"), ctx.table("entities"),
+                                    ctx.table("incidence"), _labelled(ctx), params)
+        return build_hippo_index(ctx.corpus, triples_table(ctx), _labelled(ctx), params)
+
+    def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> FunctionRetriever:
+        self.check_variant(variant)
+        params: GraphParams = self.params_of(ctx.params)
+        built = index if index is not None else self.index(ctx)
+        encode = ctx.encoder()
+        llm = GraphLLM(ctx.client()) if query_time_llm(self.name, params) else None
+        if self.name == "proprag":
+            inner: Any = PropRAGRetriever(built, params, encode)
+        elif self.name == "catrag":
+            inner = CatRAGRetriever(built, params, llm, encode)
+        else:
+            inner = HippoRAG2Retriever(built, params, llm)
+
+        def retrieve(question_id: str, question: str) -> QuestionResult:
+            result: QuestionResult = inner.retrieve(question_id, question, encode([question])[0])
+            return result
+
+        return FunctionRetriever(retrieve, inner)
+
+
+@register
+class HippoRAG2Method(_Graph):
+    """HippoRAG 2: Personalized PageRank over the OpenIE entity/passage graph."""
+
+    name = "hipporag2"
+    uses_llm = True
+
+
+@register
+class CatRAGMethod(_Graph):
+    """CatRAG: HippoRAG 2 with query-time anchoring and edge weighting."""
+
+    name = "catrag"
+    uses_llm = True
+
+
+@register
+class PropRAGMethod(_Graph):
+    """PropRAG: beam search over proposition paths, then PPR."""
+
+    name = "proprag"

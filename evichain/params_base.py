@@ -1,0 +1,85 @@
+"""The base of every params section, shared by :mod:`evichain.config` and the params modules
+that live beside their service or method (``evichain/llm/params.py``,
+``evichain/methods/<family>/params.py``, ...).
+
+This module imports nothing from evichain, so a params module never needs
+:mod:`evichain.config` and config composes the params modules without an import cycle.
+
+Params blocks of methods added later (:func:`evichain.methods.base.register`) are recorded
+here with :func:`register_block`; :func:`evichain.config.parse_params` validates a registered
+block found at the top level of ``params.yaml`` with its model, so a new method needs no edit
+of config.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+DATASETS: tuple[str, ...] = ("demo", "2wiki", "musique", "hotpotqa", "medical",
+                             "2wiki_s", "hotpotqa_s", "medical_s", "2wiki_tune_s")
+"""Full benchmarks, the bundled demo, and question samples of full benchmarks (``*_s``).
+``2wiki_tune_s`` is the tuning sample: 2Wiki questions outside every reported sample."""
+
+
+class ParamsError(ValueError):
+    """A params file that cannot be used; the message names the file and key."""
+
+
+class Section(BaseModel):
+    """Base of every params section: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def only_known(values: list[str], known: list[str], what: str) -> list[str]:
+    """``values`` unchanged, or a ValueError naming the unknown ones and the known choices."""
+    unknown = [name for name in values if name not in known]
+    if unknown:
+        raise ValueError(f"unknown {what}(s) {unknown}; known: {known}")
+    return values
+
+
+_BLOCKS: dict[str, type[BaseModel]] = {}
+
+
+def register_block(key: str, model: type[BaseModel]) -> None:
+    """Accept a top-level ``params.yaml`` block ``key`` validated by ``model``.
+
+    Registering the same model twice is a no-op; another model under a taken key is an error.
+    Keys that are fields of :class:`evichain.config.Params` are validated by that field.
+    """
+    if not key.isidentifier():
+        raise ValueError(f"params block key {key!r} must be an identifier")
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"params block {key!r}: {model!r} is not a pydantic model")
+    taken = _BLOCKS.get(key)
+    if taken is not None and taken is not model:
+        raise ValueError(f"params block {key!r} is already registered with {taken.__name__}")
+    _BLOCKS[key] = model
+
+
+def unregister_block(key: str) -> None:
+    """Forget block ``key`` (tests)."""
+    _BLOCKS.pop(key, None)
+
+
+def registered_blocks() -> Mapping[str, type[BaseModel]]:
+    """The registered blocks, key → model (read-only view)."""
+    return MappingProxyType(_BLOCKS)
+
+
+def error_details(exc: Any, prefix: tuple[str | int, ...]) -> list[dict[str, Any]]:
+    """``exc``'s (a pydantic ValidationError) errors with ``prefix`` prepended to each location,
+    in the form ``ValidationError.from_exception_data`` takes."""
+    out = []
+    for err in exc.errors():
+        detail: dict[str, Any] = {"type": err["type"], "loc": (*prefix, *err["loc"]),
+                                  "input": err.get("input")}
+        if "ctx" in err:
+            detail["ctx"] = err["ctx"]
+        out.append(detail)
+    return out

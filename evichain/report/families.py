@@ -1,0 +1,106 @@
+"""Method families of the report: which family a method belongs to, its place in tables and its
+line style in figures.
+
+Families (in display order): first-stage retrievers (BM25, dense), rerankers, query expansion,
+graph retrievers, the two seed methods EviReform and CEE (paper-faithful variants), the variants
+of ours (``report.ours``), and the iterative methods. Every figure draws a family in one colour
+(Okabe-Ito palette, readable in greyscale and by colour-blind readers) and tells the methods of
+a family apart by line style and marker; a method keeps its style on every dataset because its
+position comes from :data:`KNOWN`, not from which methods happen to be present.
+
+Iterative methods (:data:`ITERATIVE`) return evidence sets, not rankings: the figures leave them
+out of every ranking plot, and the tables list them apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+# Kept in step with evichain.report.main_report.NO_RANKING (a test checks they agree); defined
+# here so this module imports nothing of the report.
+ITERATIVE: frozenset[str] = frozenset({"ircot", "self_ask", "s2g_rag", "gear"})
+
+OURS: tuple[str, ...] = ("evireform-robust", "evireform-hybrid", "cee-robust")
+"""Default variants of ours (params ``report.ours``)."""
+
+FAMILIES: tuple[str, ...] = ("first-stage", "rerank", "expansion", "graph", "EviReform", "CEE",
+                             "ours", "iterative", "other")
+
+LABEL: dict[str, str] = {
+    "first-stage": "lexical / dense", "rerank": "rerankers", "expansion": "query expansion",
+    "graph": "graph retrievers", "EviReform": "EviReform (paper variants)",
+    "CEE": "CEE (paper variants)", "ours": "variants of ours", "iterative": "iterative (evidence sets)",
+    "other": "other"}
+
+COLOUR: dict[str, str] = {  # Okabe-Ito
+    "first-stage": "#000000", "rerank": "#E69F00", "expansion": "#56B4E9", "graph": "#009E73",
+    "EviReform": "#0072B2", "CEE": "#D55E00", "ours": "#CC79A7", "iterative": "#999999",
+    "other": "#7F7F7F"}
+
+KNOWN: dict[str, tuple[str, ...]] = {
+    "first-stage": ("bm25", "dense"),
+    "rerank": ("rerank-listwise", "rerank-cross_encoder"),
+    "expansion": ("hyde", "query2doc", "lamer"),
+    "graph": ("hipporag2", "catrag", "proprag"),
+    "EviReform": ("evireform-base", "evireform-prop_only", "evireform-reform_only", "evireform-full",
+                  "evireform-residual_only", "evireform-repeat_question", "evireform-reorder",
+                  "evireform-rounds3", "evireform-base_top", "evireform-prop_only_top"),
+    "CEE": ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential"),
+    "ours": OURS,
+    "iterative": ("ircot", "self_ask", "s2g_rag", "gear"),
+}
+
+LINESTYLES: tuple[object, ...] = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def family(method: str, ours: Iterable[str] = OURS) -> str:
+    """The family of ``method`` (a metrics-file name such as ``evireform-full``)."""
+    name = method.lower()
+    if name in {o.lower() for o in ours}:
+        return "ours"
+    if name in ITERATIVE:
+        return "iterative"
+    if name in ("bm25", "dense"):
+        return "first-stage"
+    if name.startswith("rerank-"):
+        return "rerank"
+    if name in KNOWN["expansion"]:
+        return "expansion"
+    if name in KNOWN["graph"]:
+        return "graph"
+    if name.startswith("evireform-"):
+        return "EviReform"
+    if name.startswith("cee-"):
+        return "CEE"
+    return "other"
+
+
+def position(method: str, ours: Iterable[str] = OURS) -> int:
+    """The method's index within its family: its place in :data:`KNOWN` (``ours``: its place in
+    ``ours``), unknown methods after the known ones."""
+    fam = family(method, ours)
+    known = tuple(o.lower() for o in ours) if fam == "ours" else KNOWN.get(fam, ())
+    name = method.lower()
+    return known.index(name) if name in known else len(known)
+
+
+def ordered(methods: Iterable[str], ours: Iterable[str] = OURS) -> list[str]:
+    """``methods`` by family (display order), then by :func:`position`, then by name."""
+    ours = tuple(ours)
+    return sorted(dict.fromkeys(methods),
+                  key=lambda m: (FAMILIES.index(family(m, ours)), position(m, ours), m))
+
+
+def style(method: str, ours: Iterable[str] = OURS) -> dict[str, object]:
+    """matplotlib keyword arguments of ``method``'s line: family colour, its own line style and
+    marker (the same on every dataset)."""
+    ours = tuple(ours)
+    i = position(method, ours)
+    return {"color": COLOUR[family(method, ours)], "linestyle": LINESTYLES[i % len(LINESTYLES)],
+            "marker": MARKERS[i % len(MARKERS)]}
+
+
+def ranking_methods(methods: Sequence[str]) -> list[str]:
+    """``methods`` without the iterative ones (which return evidence sets, not rankings)."""
+    return [m for m in methods if m.lower() not in ITERATIVE]

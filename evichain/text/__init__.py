@@ -1,0 +1,1 @@
+"""Text utilities shared by methods and index builders (no LLM, no embeddings)."""

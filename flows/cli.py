@@ -1,0 +1,83 @@
+"""The ``evichain`` console command: the library's chores (:mod:`evichain.cli`: ``cache``,
+``params``) plus ``run``, which runs one registered method on a user's own files through the
+flows (:mod:`flows.user`). It lives here, not in the library, because ``run`` orchestrates
+flows: dependencies point one way (library ← flows ← stages / this command).
+
+``evichain run --method dense --corpus my.jsonl --questions q.jsonl --gold gold.jsonl``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evichain.cli import _fail, app
+
+__all__ = ["app"]
+
+
+def _bootstrap_env() -> None:
+    """Offline, quiet defaults as every stage sets them (explicit environment values win)."""
+    for key, value in {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+                       "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+                       "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1",
+                       "TOKENIZERS_PARALLELISM": "false"}.items():
+        os.environ.setdefault(key, value)
+    if not os.environ.get("PREFECT_API_URL"):
+        os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
+
+
+@app.command("run")
+def run(
+    method: Annotated[str, typer.Option(help="a registered method: bm25, dense, evireform, cee, "
+                                             "proprag, ... (`evichain methods`)")],
+    corpus: Annotated[Path, typer.Option(help='JSONL: {"id", "title", "text"} per line')],
+    questions: Annotated[Path, typer.Option(help='JSONL: {"id", "question", "answers"?, "gold"?}')],
+    gold: Annotated[Path | None, typer.Option(
+        help='JSONL: {"question_id", "passage_id"} per gold passage (enables metrics)')] = None,
+    variant: Annotated[str | None, typer.Option(help="the method's variant (default: its own)")] = None,
+    out: Annotated[Path, typer.Option(help="output folder")] = Path("evichain-out"),
+    params_file: Annotated[Path, typer.Option("--params", help="params file")] = Path("params.yaml"),
+) -> None:
+    """Run one method on your own corpus and questions; with gold passages, score it."""
+    _bootstrap_env()
+    from evichain.config import ParamsError, load_params
+    from evichain.data.user import UserDataError, load_user_dataset
+    from evichain.methods.base import UnknownMethodError, get_method
+
+    try:
+        chosen = get_method(method)
+        params = load_params(params_file)
+        chosen_variant = chosen.check_variant(variant)
+        data = load_user_dataset(corpus, questions, gold)
+    except (UnknownMethodError, ParamsError, UserDataError, ValueError) as exc:
+        _fail(exc)
+    from flows.user import run_user
+
+    result = run_user(data, chosen, chosen_variant, params, out)
+    for kind, path in result.files.items():
+        typer.echo(f"{kind}: {path}")
+    if chosen.uses_llm:
+        typer.echo(f"llm tokens: {json.dumps(result.tokens, sort_keys=True)} (retrieval only)")
+    if result.metrics:
+        shown = {k: round(v, 4) for k, v in result.metrics.items() if "@5" in k or k == "n_questions"}
+        typer.echo(f"metrics: {json.dumps(shown, sort_keys=True)}")
+    else:
+        typer.echo("no gold passages given: ranking only (add --gold or a \"gold\" field for metrics)")
+
+
+@app.command("methods")
+def list_methods() -> None:
+    """The registered methods, their params block and variants."""
+    from evichain.methods.base import methods
+
+    for m in methods().values():
+        typer.echo(f"{m.name:14s} params: {m.params_key:16s} variants: {', '.join(m.variants)}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,221 @@
+"""DVC stages of the LLM retrieval methods: ``python -m stages.retrieve_method --dataset D
+--method M [--variant V]``, one entry point for every family.
+
+=============  ======================================  ==========================================
+family         ``--method`` (``--variant``)             DVC stage, outputs under artifacts/D/
+=============  ======================================  ==========================================
+evireform      ``evireform`` (a variant, default full)  ``retrieve_evireform@D-V``:
+                                                        ``runs|traces/evireform-V.parquet``,
+                                                        ``usage/retrieve_evireform-V.json``
+cee            ``cee`` (a variant, default full)        ``retrieve_cee@D-V``: ``cee-V``,
+                                                        ``usage/retrieve_cee-V.json``
+graph          ``hipporag2``, ``catrag``, ``proprag``   ``retrieve_graph@D-M``: ``M``,
+                                                        ``usage/retrieve-M.json``
+expansion      ``hyde``, ``query2doc``, ``lamer``       ``retrieve_expansion@D-M``: ``M``,
+                                                        ``usage/retrieve-M.json``
+iterative      ``ircot``, ``self_ask``, ``s2g_rag``,    ``retrieve_iterative@D-M`` (GeAR:
+               ``gear``                                 ``retrieve_iterative_graph@D-M``): ``M``,
+                                                        ``evidence/M.parquet``,
+                                                        ``usage/retrieve-M.json``
+rerank         ``listwise``, ``cross_encoder``          ``retrieve_rerank@D-M``: ``rerank-M``,
+                                                        ``usage/retrieve-rerank-M.json``
+=============  ======================================  ==========================================
+
+Each family's flow module (:data:`FLOWS`) has ``run_method(paths, method, variant, params,
+stage)``: its retrieval flow (one task per question, :mod:`flows.questions`) on the task
+runner of ``orchestration``. This module writes what it returns: the run (question_id, rank,
+passage_id, score), the trace (one row per question; see the family's retriever), the
+iterative methods' evidence (question_id, position, passage_id, title, text: their own context
+for ``stages.read --evidence``) and the usage summary (counts, latency excluding LLM calls, LLM
+calls / cache hits), then fails above ``llm.max_failure_rate``
+(:func:`stages._common.write_method_outputs`).
+
+The flow module is imported by name, so a family's stage imports only its own flow:
+``tests/test_dvc_deps.py`` resolves :data:`METHODS` and :data:`FLOWS` (literals, read without
+importing this module) to check each stage's deps.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from stages._common import run_stage, write_method_outputs
+
+app = typer.Typer(add_completion=False)
+
+METHODS: dict[str, str] = {
+    "evireform": "evireform", "cee": "cee",
+    "hipporag2": "graph", "catrag": "graph", "proprag": "graph",
+    "hyde": "expansion", "query2doc": "expansion", "lamer": "expansion",
+    "ircot": "iterative", "self_ask": "iterative", "s2g_rag": "iterative", "gear": "iterative",
+    "listwise": "rerank", "cross_encoder": "rerank",
+}
+"""``--method`` → its family."""
+
+FLOWS: dict[str, str] = {
+    "evireform": "flows.evireform", "cee": "flows.cee", "graph": "flows.graph",
+    "expansion": "flows.expansion", "iterative": "flows.iterative", "rerank": "flows.rerank",
+    "registered": "flows.registered",
+}
+"""Family → the flow module whose ``run_method`` the stage calls."""
+
+VARIANT_FAMILIES: frozenset[str] = frozenset({"evireform", "cee"})
+"""Families whose one method has named variants (``--variant``, default ``full``)."""
+
+LINE_KEYS: dict[str, tuple[str, ...]] = {
+    "evireform": ("questions", "llm_calls", "selection_fallbacks", "residual_fallbacks",
+                  "compute_p50_ms"),
+    "cee": ("questions", "mean_pool_size", "llm_calls", "cache_hits", "compute_p50_ms",
+            "facet_source", "passages_with_facets", "bridge_added"),
+    "graph": ("questions", "llm_calls", "fallbacks", "compute_p50_ms"),
+    "expansion": ("questions", "status", "fallbacks", "generations_failed", "llm_calls"),
+    "iterative": ("questions", "stop_reasons", "llm_failures", "llm_calls"),
+    "rerank": ("questions", "status", "fallbacks", "pool_source", "llm_calls"),
+    "registered": ("questions", "llm_calls", "compute_p50_ms"),
+}
+"""Summary values each family prints on its ``done`` line (see :func:`line_value`)."""
+
+_PATHS = {"llm_calls": ("llm_usage", "calls"), "cache_hits": ("llm_usage", "cache_hits"),
+          "compute_p50_ms": ("latency_compute", "p50_ms"), "facet_source": ("facets", "source"),
+          "passages_with_facets": ("facets", "passages_with_facets")}
+
+
+@dataclass(frozen=True)
+class StageNames:
+    """The names one (dataset, method, variant) writes under and reports as."""
+
+    family: str
+    variant: str  # the usage file's ``variant``: the variant, or the method for the others
+    run: str  # runs/<run>.parquet, traces/<run>.parquet (evidence/<run>.parquet)
+    usage: str  # usage/<usage>.json
+    flow_stage: str  # the LLM client's stage label
+    label: str  # the DVC stage (run_stage's label)
+
+
+def stage_names(dataset: str, method: str, variant: str | None = None) -> StageNames:
+    """Names of ``method`` (``variant``) on ``dataset``, as the per-family stages had them;
+    a ValueError for an unknown method or a variant given to a method without variants."""
+    from evichain.methods.iterative.params import retrieve_stage_name
+    from evichain.methods.rerank.params import run_name
+
+    family = METHODS.get(method)
+    if family is None:
+        return registered_names(dataset, method, variant)
+    if family in VARIANT_FAMILIES:
+        v = variant or "full"
+        return StageNames(family, v, f"{method}-{v}", f"retrieve_{method}-{v}",
+                          f"retrieve_{method}-{v}", f"retrieve_{method}@{dataset}-{v}")
+    if variant is not None and variant != method:
+        raise ValueError(f"--method {method} has no variants (got --variant {variant!r})")
+    if family == "rerank":
+        run = run_name(method)
+        return StageNames(family, method, run, f"retrieve-{run}", f"retrieve_rerank-{method}",
+                          f"retrieve_rerank@{dataset}-{method}")
+    label = (retrieve_stage_name(dataset, method) if family == "iterative"
+             else f"retrieve_{family}@{dataset}-{method}")
+    flow_stage = f"retrieve_expansion-{method}" if family == "expansion" else f"retrieve-{method}"
+    return StageNames(family, method, method, f"retrieve-{method}", flow_stage, label)
+
+
+def registered_names(dataset: str, method: str, variant: str | None) -> StageNames:
+    """Names of a method from the registry without a family flow (``flows.registered``):
+    ``runs/M[-V].parquet``, ``usage/retrieve-M[-V].json``, stage ``retrieve_method@D-M[-V]``."""
+    from evichain.methods.base import UnknownMethodError, get_method
+
+    try:
+        chosen = get_method(method)
+    except UnknownMethodError as exc:
+        raise ValueError(f"unknown --method {method!r}: {exc}") from None
+    v = chosen.check_variant(variant)
+    run = method if v == "default" else f"{method}-{v}"
+    return StageNames("registered", v, run, f"retrieve-{run}", f"retrieve-{run}",
+                      f"retrieve_method@{dataset}-{run}")
+
+
+def line_value(summary: dict[str, Any], key: str) -> tuple[bool, Any]:
+    """(present, value) of ``key`` in a usage summary: LLM counts default to 0, other missing
+    values are left off the line."""
+    path = _PATHS.get(key, (key,))
+    value: Any = summary
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            llm_count = path[0] == "llm_usage" and isinstance(value, dict)
+            return (True, 0) if llm_count else (False, None)
+        value = value[part]
+    return True, value
+
+
+def retrieve(dataset: str, method: str, variant: str | None, params_file: Path) -> None:
+    """Run ``method`` on ``dataset`` and write its outputs (module docstring)."""
+    try:
+        names = stage_names(dataset, method, variant)
+    except ValueError as exc:
+        run_stage(f"retrieve_method@{dataset}-{method}", lambda: _raise(exc))
+        return
+
+    def body() -> dict[str, object]:
+        from evichain.config import load_params
+        from evichain.io import write_parquet
+        from evichain.paths import DatasetPaths
+
+        params = load_params(params_file)
+        paths = DatasetPaths(dataset)
+        flow = importlib.import_module(FLOWS[names.family])
+        out = flow.run_method(paths, method, names.variant, params, stage=names.flow_stage)
+        if getattr(out, "evidence", None) is not None:
+            evidence = out.evidence.sort_values(["question_id", "position"], kind="stable")
+            write_parquet(evidence.reset_index(drop=True), paths.evidence(names.run))
+        # Written first: write_method_outputs fails the stage above llm.max_failure_rate.
+        summary = write_method_outputs(dataset, names.run, names.variant, names.usage, out,
+                                       params.llm.max_failure_rate)
+        line: dict[str, object] = {"dataset": dataset, "method": names.run}
+        for key in LINE_KEYS[names.family]:
+            present, value = line_value(summary, key)
+            if present:
+                line[key] = value
+        return line
+
+    run_stage(names.label, body)
+
+
+def _raise(exc: Exception) -> None:
+    raise exc
+
+
+def family_stage(family: str, default_method: str | None = None) -> tuple[typer.Typer, Any]:
+    """``(app, main)`` of a per-family stage module (the entry points before this one):
+    ``--variant`` for EviReform / CEE, else ``--method`` (only ``family``'s methods)."""
+    family_app = typer.Typer(add_completion=False)
+    if family in VARIANT_FAMILIES:
+        def by_variant(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
+                       params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
+            retrieve(dataset, family, variant, params_file)
+
+        return family_app, family_app.command()(by_variant)
+
+    def by_method(dataset: str = typer.Option(...),
+                  method: str = typer.Option(... if default_method is None else default_method),
+                  params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
+        if METHODS.get(method) != family:
+            known = [m for m, f in METHODS.items() if f == family]
+            run_stage(f"retrieve_{family}@{dataset}-{method}", lambda: _raise(ValueError(
+                f"unknown {family} method {method!r}; known: {known}")))
+        retrieve(dataset, method, None, params_file)
+
+    return family_app, family_app.command()(by_method)
+
+
+@app.command()
+def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
+         variant: str | None = typer.Option(None, help="evireform / cee variant (default full)"),
+         params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
+    retrieve(dataset, method, variant, params_file)
+
+
+if __name__ == "__main__":
+    app()
