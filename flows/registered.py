@@ -18,9 +18,8 @@ from prefect import flow
 from evichain.config import Params
 from evichain.io import MissingArtifactError, read_parquet
 from evichain.llm import LLMClient
-from evichain.methods.base import BuildContext, get_method
+from evichain.methods.base import BuildContext, get_method, run_frame
 from evichain.paths import DatasetPaths
-from evichain.retrieval.run import RUN_COLUMNS
 from flows.common import with_runner
 from flows.questions import retrieve_questions
 
@@ -70,7 +69,7 @@ def retrieval_flow(paths: DatasetPaths, method: str, variant: str, params: Param
     start = time.perf_counter()
     results = retrieve_questions(retriever, questions["question_id"], questions["question"],
                                  params.orchestration, label=method)
-    run = pd.DataFrame([row for r in results for row in r.rows], columns=list(RUN_COLUMNS))
+    run = run_frame(results)
     trace = pd.DataFrame([{"question_id": qid, **r.trace} for qid, r in
                           zip(questions["question_id"], results)])
     usage: dict[str, Any] = {}

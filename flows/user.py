@@ -23,10 +23,10 @@ from prefect import flow
 from evichain.config import OrchestrationParams, Params
 from evichain.data.user import UserDataset
 from evichain.io import read_parquet, write_json, write_parquet, write_text
-from evichain.methods.base import PROPOSITION_TABLES, BuildContext, Method, QuestionResult, Retriever
+from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, Method, QuestionResult,
+                                   Retriever, run_frame)
 from evichain.metrics.retrieval import aggregate, per_question_metrics
 from evichain.paths import DatasetPaths
-from evichain.retrieval.run import RUN_COLUMNS
 from flows.common import with_runner
 from flows.questions import retrieve_questions
 
@@ -105,12 +105,6 @@ def retrieval_flow(retriever: Retriever, questions: pd.DataFrame, label: str,
     return retrieve_questions(retriever, questions["question_id"], questions["question"], orch, label)
 
 
-def run_table(results: list[QuestionResult]) -> pd.DataFrame:
-    """The run rows of every question (``question_id, rank, passage_id, score``)."""
-    rows = [row for r in results for row in r.rows]
-    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-
-
 def trec_lines(run: pd.DataFrame, tag: str) -> str:
     """TREC run format: ``qid Q0 docid rank score tag``."""
     return "".join(f"{q} Q0 {p} {r} {s:.6f} {tag}\n" for q, r, p, s in
@@ -131,7 +125,7 @@ def run_user(data: UserDataset, method: Method, variant: str, params: Params, ou
     label = method.name if variant in (None, "default") else f"{method.name}-{variant}"
     results = with_runner(retrieval_flow, params.orchestration)(retriever, data.questions, label,
                                                                  params.orchestration)
-    run = run_table(results)
+    run = run_frame(results)
     user_run = data.to_user_ids(run)
     out = Path(out_dir)
     files = {"run": out / f"{label}.parquet", "trec": out / f"{label}.trec",

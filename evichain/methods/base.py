@@ -318,6 +318,15 @@ def methods() -> dict[str, Method]:
 
 
 # --------------------------------------------------------------------------- helpers
+def run_frame(results: Sequence[QuestionResult]) -> pd.DataFrame:
+    """The run table (``question_id, rank, passage_id, score``) of every question's rows."""
+    import pandas as pd
+
+    from evichain.retrieval.run import RUN_COLUMNS
+
+    return pd.DataFrame([row for r in results for row in r.rows], columns=list(RUN_COLUMNS))
+
+
 def rows_of(run: pd.DataFrame) -> list[Row]:
     """Run rows of a run table (``question_id, rank, passage_id, score``)."""
     return [(str(q), int(r), str(p), float(s))

@@ -5,7 +5,7 @@ The variant ``hybrid`` is the method ``hybrid`` (:mod:`evichain.methods.hybrid.m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
                                    QuestionResult, register)
@@ -48,6 +48,8 @@ class EviReform(Method):
     variants = tuple(sorted([*VARIANTS, *(OURS - {"hybrid"})]))
     default_variant = "full"
     uses_llm = True
+    retriever_cls: ClassVar[type[EviReformRetriever]] = EviReformRetriever
+    """The retriever :meth:`build` makes (the hybrid subclass swaps in its own)."""
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         return PROPOSITION_TABLES
@@ -59,4 +61,4 @@ class EviReform(Method):
         chosen = self.check_variant(variant)
         params = variant_params(self.params_of(ctx.params), chosen)
         built = index if index is not None else self.index(ctx)
-        return evireform_retriever(ctx, built, params, EviReformRetriever)
+        return evireform_retriever(ctx, built, params, self.retriever_cls)
