@@ -82,6 +82,9 @@ class Params(Section):
     retrieval_methods: list[str] = Field(default_factory=lambda: ["bm25", "dense"])
     llm_datasets: list[str] = Field(default_factory=lambda: ["demo"])
     reader_methods: list[str] = Field(default_factory=lambda: ["direct", "bm25", "dense"])
+    # QA end task on benchmark samples (issue 40): reader over qa_methods' runs + direct
+    qa_datasets: list[str] = Field(default_factory=list)
+    qa_methods: list[str] = Field(default_factory=list)
     data: DataParams = DataParams()
     llm: LLMParams = LLMParams()
     embed: EmbedParams = EmbedParams()
@@ -179,8 +182,16 @@ class Params(Section):
                              "(their `full` run records the LLM answers the grids replay)")
         return self
 
+    @field_validator("qa_methods")
+    @classmethod
+    def _ranking_methods_only(cls, v: list[str]) -> list[str]:
+        if "direct" in v:
+            raise ValueError("'direct' has its own stages (read_direct_qa, evaluate_direct_qa): "
+                             "list only ranking methods here")
+        return v
+
     @field_validator("datasets", "llm_datasets", "evireform_datasets", "cee_datasets",
-                     "baseline_datasets", "tuning_datasets")
+                     "baseline_datasets", "tuning_datasets", "qa_datasets")
     @classmethod
     def _known_datasets(cls, v: list[str]) -> list[str]:
         return _only_known(v, list(DATASETS), "dataset")

@@ -10,9 +10,10 @@ pipeline must give on a fixed sample, with a tolerance:
   cache of ``make demo``) with ``EVICHAIN_LLM_REPLAY=1``: no model is needed and a call the
   cache cannot answer fails as ``replay_miss`` (e.g. after a prompt change: re-record). The
   tolerance band stated per entry is what a live re-run with the same model may move;
-* EviReform base/full on the first 50 questions of ``2wiki_s`` (sentence extractor), replayed
-  from the selection and reformulation answers of the recorded 100-question run
-  (``reproduce/2wiki_s-llm-cache.sqlite``, merged into the scratch cache);
+* EviReform base/full/robust/hybrid on the first 50 questions of ``2wiki_s`` and on
+  MuSiQue-100 (sentence extractor), replayed from the selection and reformulation answers of
+  the recorded 100-question runs (``reproduce/2wiki_s-llm-cache.sqlite``,
+  ``reproduce/musique-evireform-llm-cache.sqlite``, merged into the scratch cache);
 * PropRAG (LLM-free) on the first 50 questions of ``2wiki_s`` and on MuSiQue-100: tolerance
   0.005 (its beam search ranks re-encoded path texts; float differences of another CPU's
   kernels may swap near-ties).
@@ -41,14 +42,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "reproduce" / "expected_scores.yaml"
 RECORDED_CACHE = ROOT / "reproduce" / "demo-llm-cache.sqlite"
-EXTRA_CACHES = (ROOT / "reproduce" / "2wiki_s-llm-cache.sqlite",)  # merged into the scratch cache
+EXTRA_CACHES = (ROOT / "reproduce" / "2wiki_s-llm-cache.sqlite",  # merged into the scratch cache
+                ROOT / "reproduce" / "musique-evireform-llm-cache.sqlite")
 SAMPLE_QUESTIONS = 50
 METRICS = ("Recall@2", "Recall@5", "Recall@10", "Chain@5", "nDCG@10")
 QA_METRICS = ("EM", "F1")
 BM25_DATASETS = ("demo", "2wiki_s", "musique", "hotpotqa_s")
 LLM_BAND = 0.10  # a live re-run (no recorded cache) with the same model may move this much
 PROPRAG_BAND = 0.005
-EVIREFORM_DATASETS = ("demo", "2wiki_s")  # EviReform variants replayed from recorded answers
+EVIREFORM_DATASETS = ("demo", "2wiki_s", "musique")  # EviReform variants replayed from recorded answers
 # robust / hybrid (ours, issue 38) make exactly full's LLM calls, so full's answers replay them
 EVIREFORM_VARIANTS = ("base", "full", "robust", "hybrid")
 PROPRAG_DATASETS = ("2wiki_s", "musique")

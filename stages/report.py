@@ -197,10 +197,11 @@ def _header() -> str:
 
 def _setup(p: Params) -> str:
     bm25 = p.retrieval.bm25
+    readers = ", ".join(dict.fromkeys([*p.llm_datasets, *p.qa_datasets]))
     return (f"Setup: embedder `{p.embed.model}` (L2-normalised, inner product, passages as "
             f"`title\\ntext`); BM25 = bm25s {bm25.method} k1={bm25.k1} b={bm25.b}, "
             f"stemmer={bm25.stemmer}; LLM `{p.llm.model}` (temperature {p.llm.temperature}) "
-            f"for the reader on {', '.join(p.llm_datasets)} and for LLM retrieval methods on "
+            f"for the reader on {readers} and for LLM retrieval methods on "
             f"{', '.join(_llm_retrieval_datasets(p))}; reader = EviReform Listing 4 over the "
             f"top {p.read.context_k} passages; 2Wiki/demo means over gold-reliable questions."
             )
