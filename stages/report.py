@@ -18,7 +18,7 @@ from stages._common import run_stage
 
 if TYPE_CHECKING:
     from evichain.config import Params
-    from evichain.report.main_report import RawMetrics
+    from evichain.report.main_report import Metrics, RawMetrics
 
 app = typer.Typer(add_completion=False)
 
@@ -136,7 +136,7 @@ def _main_report(p: Params, raw: RawMetrics, recall_figures: dict[str, str]) -> 
         write_text(page, reports.root / dp.page_path(ds))
         pages.append((ds, len(metrics[ds]), counts.get(ds, 0)))
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
-                         sections, counts, mr.pending_line(_scheduled(p), metrics),
+                         sections, counts, _pending(p, metrics),
                          medical_section(medical), pages=dp.pages_index(pages)),
                reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures),
@@ -187,6 +187,26 @@ def _scheduled(p: Params) -> dict[str, list[str]]:
         for ds in datasets:
             out.setdefault(ds, []).extend(names)
     return out
+
+
+def _scheduled_answers(p: Params) -> dict[str, list[str]]:
+    """dataset → the methods whose answers ``dvc.yaml``'s reader stages produce there: ``read``
+    and ``read_direct`` (llm_datasets × reader_methods), ``read_qa`` / ``read_direct_qa``
+    (qa_datasets × direct + qa_methods), ``read_iterative`` (baseline_datasets × iterative)."""
+    out: dict[str, list[str]] = {ds: list(p.reader_methods) for ds in p.llm_datasets}
+    for ds in p.qa_datasets:
+        out.setdefault(ds, []).extend(["direct", *p.qa_methods])
+    for ds in p.baseline_datasets:
+        out.setdefault(ds, []).extend(p.iterative.methods)
+    return out
+
+
+def _pending(p: Params, metrics: Metrics) -> str:
+    """The report's pending lines: ranking runs, then answers, not yet made here."""
+    from evichain.report import main_report as mr
+
+    lines = [mr.pending_line(_scheduled(p), metrics), mr.pending_answers_line(_scheduled_answers(p), metrics)]
+    return "\n\n".join(x for x in lines if x)
 
 
 def _header() -> str:

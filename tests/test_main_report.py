@@ -113,6 +113,17 @@ def test_pending_line_names_scheduled_methods_without_metrics(tmp_path: Path) ->
                            mr.load_metrics(tmp_path, ["musique", "demo"])) == ""
 
 
+def test_pending_answers_line_names_methods_without_em(tmp_path: Path) -> None:
+    _write(tmp_path, "musique", "dense", {"n_questions": 100, "Recall@5": 0.5})  # ranked, not read
+    _write(tmp_path, "musique", "qa-direct", {"n_questions": 100, "EM": 0.0, "F1": 0.05})
+    metrics = mr.load_metrics(tmp_path, ["musique"])
+    line = mr.pending_answers_line({"musique": ["direct", "dense", "ircot"]}, metrics)
+    assert "musique: `dense`, `ircot`" in line and "`direct`" not in line  # EM 0.0 is a result
+    _write(tmp_path, "musique", "qa-dense", {"n_questions": 100, "EM": 0.1, "F1": 0.2})
+    assert mr.pending_answers_line({"musique": ["direct", "dense"]},
+                                   mr.load_metrics(tmp_path, ["musique"])) == ""
+
+
 def test_one_read_gives_both_report_views(tmp_path: Path) -> None:
     _write(tmp_path, "2wiki", "dense", {"n_questions": 4, "Recall@5": 0.5})
     _write(tmp_path, "2wiki", "qa-dense", {"n_questions": 4, "EM": 0.25, "F1": 0.4})
@@ -125,3 +136,11 @@ def test_one_read_gives_both_report_views(tmp_path: Path) -> None:
     assert folded["dense"]["EM"] == 0.25 and folded["dense"]["n_qa"] == 4
     assert folded["dense"]["Recall@5"] == 0.5
     assert mr.load_metrics(tmp_path, ["2wiki"]) == {"2wiki": folded}
+
+
+def test_direct_inference_recall_is_not_applicable(tmp_path: Path) -> None:
+    _write(tmp_path, "musique", "qa-direct", {"n_questions": 100, "EM": 0.0, "F1": 0.05})
+    _write(tmp_path, "musique", "dense", {"n_questions": 100, "Recall@5": 0.5})
+    table = mr.main_table(mr.load_metrics(tmp_path, ["musique"]), ["musique"], ["Recall@5", "EM"])
+    assert table.loc["direct", "musique Recall@5"] == "N/A"  # retrieves nothing: not "not run"
+    assert table.loc["dense", "musique EM"] == "N/E"

@@ -94,7 +94,7 @@ def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dic
 
 def _cell(values: Mapping[str, Any], key: str, method: str = "") -> Any:
     ranking_metric = key in ("Recall@5", "Recall@10", "Hit@5", "Chain@5")
-    if ranking_metric and (values.get("n_questions") == 0 or method in NO_RANKING):
+    if ranking_metric and (values.get("n_questions") == 0 or method in NO_RANKING or method == "direct"):
         return "N/A"
     value = values.get(key)
     return "N/E" if value is None else value
@@ -170,6 +170,22 @@ def pending_line(scheduled: Mapping[str, Sequence[str]], metrics: Metrics) -> st
         return ""
     return ("Pending (scheduled by `dvc.yaml`, stage not yet run, so no row above; `dvc repro` "
             f"runs them): {'; '.join(parts)}.")
+
+
+def pending_answers_line(scheduled: Mapping[str, Sequence[str]], metrics: Metrics) -> str:
+    """A sentence naming, per dataset, the methods whose answers ``dvc.yaml``'s reader stages
+    schedule there (``scheduled``: dataset → method names) with no EM yet (no ``qa-<m>.json``),
+    so F1/EM show N/E: their reader stage has not run on the machine that made this report.
+    '' if none."""
+    parts = []
+    for ds, methods in scheduled.items():
+        missing = [m for m in dict.fromkeys(methods) if metrics.get(ds, {}).get(m, {}).get("EM") is None]
+        if missing:
+            parts.append(f"{ds}: {', '.join(f'`{m}`' for m in missing)}")
+    if not parts:
+        return ""
+    return ("Answers pending (the shared reader's stages `read*` scheduled by `dvc.yaml`, not yet "
+            f"run, so F1/EM show N/E; `dvc repro` runs them): {'; '.join(parts)}.")
 
 
 def missing_tables_line(dataset: str, evaluated: Sequence[str], tables: Mapping[str, Any]) -> str:

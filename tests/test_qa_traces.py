@@ -1,0 +1,49 @@
+"""``scripts/qa_traces.py``: reader answers split by what the reader's context held."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from evichain.paths import DatasetPaths
+from scripts.qa_traces import context_group, summary, traces
+
+TEXTS = {"p1": "Lothair II was the son of Ermengarde of Tours.",
+         "p2": "Ermengarde of Tours died on 20 March 851.",
+         "p3": "Lothair I was Emperor."}
+
+
+def test_groups_follow_the_context() -> None:
+    golds = ["20 March 851"]
+    assert context_group(["p1", "p2"], {"p1", "p2"}, golds, TEXTS) == "all gold read"
+    assert context_group(["p2", "p3"], {"p1", "p2"}, golds, TEXTS) == "answer in context"
+    assert context_group(["p1", "p3"], {"p1", "p2"}, golds, TEXTS) == "answer not in context"
+    assert context_group([], {"p1"}, golds, TEXTS) == "no context (direct)"
+    # whole-token match after normalisation: "851" alone is not "20 March 851"
+    assert context_group(["p3"], {"p1"}, ["Emperor."], TEXTS) == "answer in context"
+    assert context_group(["p3"], {"p1"}, ["Empero"], TEXTS) == "answer not in context"
+
+
+def _fixture(root: Path) -> DatasetPaths:
+    paths = DatasetPaths("ds", root)
+    (paths.dir / "qa").mkdir(parents=True)
+    pd.DataFrame({"passage_id": list(TEXTS), "title": ["A", "B", "C"], "text": list(TEXTS.values())}
+                 ).to_parquet(paths.corpus)
+    pd.DataFrame({"question_id": ["q1", "q2", "q3"],
+                  "answers": [["20 March 851"], ["20 March 851"], []],
+                  "gold_passage_ids": [["p1", "p2"], ["p1", "p2"], ["p1"]]}).to_parquet(paths.questions)
+    pd.DataFrame({"question_id": ["q1", "q2", "q3"], "prediction": ["20 March 851", "Unknown.", "x"],
+                  "status": ["ok", "ok", "ok"], "context_passage_ids": [["p1", "p2"], ["p1", "p3"], ["p1"]]}
+                 ).to_parquet(paths.qa("m"))
+    return paths
+
+
+def test_traces_score_and_flag_abstentions(tmp_path: Path) -> None:
+    per_q = traces(_fixture(tmp_path), "m")
+    assert per_q["question_id"].tolist() == ["q1", "q2"]  # q3 has no gold answer: excluded
+    assert per_q["group"].tolist() == ["all gold read", "answer not in context"]
+    assert per_q["EM"].tolist() == [1.0, 0.0] and per_q["abstain"].tolist() == [False, True]
+    rows = summary(per_q, "m").set_index("group")
+    assert rows.loc["all", "n"] == 2 and rows.loc["all", "EM"] == 50.0
+    assert rows.loc["all", "abstain %"] == 50.0 and rows.loc["all gold read", "EM"] == 100.0
