@@ -40,8 +40,8 @@ def context_group(context_ids: list[str], gold_ids: set[str], golds: list[str],
         return "no context (direct)"
     if gold_ids and gold_ids <= set(context_ids):
         return "all gold read"
-    context = normalize(" ".join(texts.get(pid, "") for pid in context_ids))
-    if any(normalize(g) and f" {normalize(g)} " in f" {context} " for g in golds):
+    context = f' {normalize(" ".join(texts.get(pid, "") for pid in context_ids))} '
+    if any(g and f" {g} " in context for g in map(normalize, golds)):
         return "answer in context"
     return "answer not in context"
 

@@ -165,7 +165,8 @@ def _metrics(dataset: str, name: str) -> dict[str, float]:
 
 def is_large(entry: Entry) -> bool:
     """Entries whose runs encode a whole benchmark corpus (minutes on 2 cores): EviReform and
-    the reader over its runs on 2wiki_s / MuSiQue, and PropRAG. ``measure(large=False)`` (the test suite) leaves them out."""
+    the reader over its runs on 2wiki_s / MuSiQue, and PropRAG. ``measure(large=False)`` (the
+    test suite) leaves them out."""
     return entry.method == "proprag" or (entry.dataset != "demo" and entry.method != "bm25")
 
 

@@ -7,7 +7,7 @@ Every table is preceded by the setup it was measured under.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +92,15 @@ def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dic
     return {ds: fold_metrics(raw) for ds, raw in read_metric_files(root, datasets).items()}
 
 
+def _ranks_nothing(method: str) -> bool:
+    """Ranking metrics are undefined (N/A) for direct inference, which retrieves nothing, and
+    for the iterative methods of :data:`NO_RANKING`, which return evidence, not a ranking."""
+    return method in NO_RANKING or method == "direct"
+
+
 def _cell(values: Mapping[str, Any], key: str, method: str = "") -> Any:
     ranking_metric = key in ("Recall@5", "Recall@10", "Hit@5", "Chain@5")
-    if ranking_metric and (values.get("n_questions") == 0 or method in NO_RANKING or method == "direct"):
+    if ranking_metric and (values.get("n_questions") == 0 or _ranks_nothing(method)):
         return "N/A"
     value = values.get(key)
     return "N/E" if value is None else value
@@ -104,7 +110,7 @@ def _missing(method: str, metric: str) -> str:
     """An empty CI cell: N/A where the metric is undefined for the method (recall of direct
     inference, which retrieves nothing, or of an iterative method), N/E where it was not run."""
     ranking = metric.startswith(("Recall@", "Chain@", "Hit@"))
-    return "N/A" if ranking and (method in NO_RANKING or method == "direct") else "N/E"
+    return "N/A" if ranking and _ranks_nothing(method) else "N/E"
 
 
 def main_table(metrics: Metrics, datasets: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
@@ -157,19 +163,24 @@ def _blocks_markdown(table: pd.DataFrame, datasets: Sequence[str], counts: Mappi
     return parts
 
 
+def _unmet(scheduled: Mapping[str, Sequence[str]], has_result: Callable[[str, str], bool]) -> str:
+    """``"<ds>: `m1`, `m2`; ..."`` for the scheduled (dataset, method) pairs without a result
+    (``has_result(dataset, method)`` false), each method once per dataset; '' if none."""
+    parts = []
+    for ds, methods in scheduled.items():
+        missing = [m for m in dict.fromkeys(methods) if not has_result(ds, m)]
+        if missing:
+            parts.append(f"{ds}: {', '.join(f'`{m}`' for m in missing)}")
+    return "; ".join(parts)
+
+
 def pending_line(scheduled: Mapping[str, Sequence[str]], metrics: Metrics) -> str:
     """A sentence naming, per dataset, the methods ``dvc.yaml``'s matrices schedule there
     (``scheduled``: dataset → metrics-file names) that have no metrics JSON yet, so no row in
     the tables: their stages have not run on the machine that made this report. '' if none."""
-    parts = []
-    for ds, methods in scheduled.items():
-        missing = [m for m in dict.fromkeys(methods) if m not in metrics.get(ds, {})]
-        if missing:
-            parts.append(f"{ds}: {', '.join(f'`{m}`' for m in missing)}")
-    if not parts:
-        return ""
+    unmet = _unmet(scheduled, lambda ds, m: m in metrics.get(ds, {}))
     return ("Pending (scheduled by `dvc.yaml`, stage not yet run, so no row above; `dvc repro` "
-            f"runs them): {'; '.join(parts)}.")
+            f"runs them): {unmet}.") if unmet else ""
 
 
 def pending_answers_line(scheduled: Mapping[str, Sequence[str]], metrics: Metrics) -> str:
@@ -177,15 +188,9 @@ def pending_answers_line(scheduled: Mapping[str, Sequence[str]], metrics: Metric
     schedule there (``scheduled``: dataset → method names) with no EM yet (no ``qa-<m>.json``),
     so F1/EM show N/E: their reader stage has not run on the machine that made this report.
     '' if none."""
-    parts = []
-    for ds, methods in scheduled.items():
-        missing = [m for m in dict.fromkeys(methods) if metrics.get(ds, {}).get(m, {}).get("EM") is None]
-        if missing:
-            parts.append(f"{ds}: {', '.join(f'`{m}`' for m in missing)}")
-    if not parts:
-        return ""
+    unmet = _unmet(scheduled, lambda ds, m: metrics.get(ds, {}).get(m, {}).get("EM") is not None)
     return ("Answers pending (the shared reader's stages `read*` scheduled by `dvc.yaml`, not yet "
-            f"run, so F1/EM show N/E; `dvc repro` runs them): {'; '.join(parts)}.")
+            f"run, so F1/EM show N/E; `dvc repro` runs them): {unmet}.") if unmet else ""
 
 
 def missing_tables_line(dataset: str, evaluated: Sequence[str], tables: Mapping[str, Any]) -> str:
