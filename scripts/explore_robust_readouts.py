@@ -55,6 +55,7 @@ from evichain.methods.evireform.llm_steps import EviReformLLM  # noqa: E402
 from evichain.methods.evireform.readout import passage_best, rank_with_tail  # noqa: E402
 from evichain.methods.evireform.retrieve import EviReformRetriever, _Work, backstop  # noqa: E402
 from evichain.methods.evireform.variants import variant_params  # noqa: E402
+from evichain.methods.graph.graph import min_max  # noqa: E402
 from evichain.methods.graph.ppr import ppr_power, transition  # noqa: E402
 from evichain.metrics.retrieval import per_question_metrics  # noqa: E402
 from evichain.paths import DatasetPaths  # noqa: E402
@@ -98,12 +99,6 @@ def unit_max(x: np.ndarray) -> np.ndarray:
     """x / max(x), zero when max(x) ≤ 0."""
     top = x.max() if x.size else 0.0
     return x / top if top > 0 else np.zeros_like(x)
-
-
-def min_max(x: np.ndarray) -> np.ndarray:
-    """(x − min) / (max − min), zero when constant."""
-    lo, hi = x.min(), x.max()
-    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
 
 
 def ppr_readout(index: EviReformIndex, W: sp.csr_matrix, d: float, omega: float,

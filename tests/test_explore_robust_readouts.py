@@ -64,4 +64,3 @@ def test_dense_prior_with_zero_weights_is_the_readout(script) -> None:  # type: 
     q = script.Stored("q", np.zeros(2), score, np.zeros(2), ["x"])
     out = script.dense_readout(D, {"q": rng.normal(size=3)}, {"q": rng.normal(size=5)}, 0.0, 0.0)(q)
     assert np.allclose(out, score / 4.0)
-    assert np.allclose(script.min_max(np.array([2.0, 4.0, 3.0])), [0.0, 1.0, 0.5])
