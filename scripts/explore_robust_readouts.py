@@ -34,6 +34,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from prefect import flow  # noqa: E402
 
-from evichain.config import load_params  # noqa: E402
+from evichain.config import Params, load_params  # noqa: E402
 from evichain.embed import get_embedder  # noqa: E402
 from evichain.io import write_text  # noqa: E402
 from evichain.llm import LLMClient  # noqa: E402
@@ -67,21 +68,39 @@ OUT = Path(__file__).with_suffix(".results.md")
 Readout = Callable[["Stored"], np.ndarray]
 
 
+@dataclass(frozen=True)
 class Stored:
-    """One question after robust's Steps 1–7: s′, the readout, u and the residual queries."""
+    """One question after robust's Steps 1–7: s′, the Eq. 15 readout, the tail order (each
+    passage's best proposition similarity to q) and the residual queries."""
 
-    def __init__(self, qid: str, s: np.ndarray, score: np.ndarray, u: np.ndarray,
-                 queries: list[str]) -> None:
-        self.qid, self.s, self.score, self.u, self.queries = qid, s, score, u, queries
+    qid: str
+    s: np.ndarray
+    score: np.ndarray
+    tail: np.ndarray
+    queries: list[str]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """robust replayed on a tuning dataset, and what the readouts need besides."""
+
+    index: EviReformIndex
+    questions: pd.DataFrame
+    stored: list[Stored]
+    Q: np.ndarray
+    encode: Callable[[list[str]], np.ndarray]
+    usage: dict[str, Any]
 
 
 class Recording(EviReformRetriever):
-    """``robust`` unchanged; keeps s′ and the Eq. 15 readout of each question."""
+    """``robust`` unchanged; keeps s′ (as ``_rank`` forms it), the Eq. 15 readout and the tail
+    order of each question in its trace."""
 
     def _final(self, work: _Work, scores: np.ndarray) -> tuple[list[int], list[float]]:
         assert work.s is not None
         work.trace["_s"] = work.s + self.params.backstop_eps * backstop(work.u, work.candidates)
         work.trace["_score"] = scores
+        work.trace["_tail"] = passage_best(work.u, self.index.owner, self.index.n_passages)
         return super()._final(work, scores)
 
 
@@ -135,18 +154,15 @@ def evaluate(index: EviReformIndex, questions: pd.DataFrame, stored: list[Stored
         start = time.perf_counter()
         final = readout(q)
         spent += time.perf_counter() - start
-        top = rank_with_tail(final, passage_best(q.u, index.owner, index.n_passages), 20)
+        top = rank_with_tail(final, q.tail, 20)
         rows += [(q.qid, r + 1, str(index.passage_ids[j]), float(final[j])) for r, j in enumerate(top)]
     pq = per_question_metrics(run_table(rows), questions)
     return {m: round(100 * float(pq[m].mean()), 2) for m in METRICS}, 1000 * spent / len(stored)
 
 
 @flow(name="explore-robust-readouts")
-def replay(dataset: str) -> tuple[EviReformIndex, pd.DataFrame, list[Stored], Any]:
-    """robust on ``dataset`` from the LLM cache; the index, questions and stored questions."""
-    P = load_params("params.yaml")
-    if dataset not in P.tuning_datasets:
-        raise SystemExit(f"{dataset!r} is not in tuning_datasets {P.tuning_datasets}")
+def replay(P: Params, dataset: str) -> Replayed:
+    """robust on ``dataset`` from the LLM cache (one question at a time)."""
     params = variant_params(P.evireform, "robust")
     index, questions, Q = load_index(DatasetPaths(dataset), params, P.embed, P.orchestration)
     client = LLMClient(P.llm, stage="explore_robust_readouts")
@@ -155,16 +171,15 @@ def replay(dataset: str) -> tuple[EviReformIndex, pd.DataFrame, list[Stored], An
     stored = []
     for n, (qid, text) in enumerate(zip(questions["question_id"], questions["question"])):
         t = ret.retrieve(qid, text, Q[n]).trace
-        stored.append(Stored(qid, t.pop("_s"), t.pop("_score"), np.maximum(index.H @ Q[n], 0.0),
+        stored.append(Stored(qid, t.pop("_s"), t.pop("_score"), t.pop("_tail"),
                              list(t.get("residual_queries") or [])))
-    return index, questions, stored, (Q, encode, client.usage.as_dict())
+    return Replayed(index, questions, stored, Q, encode, client.usage.as_dict())
 
 
-def proprag_reference(dataset: str, questions: pd.DataFrame) -> dict[str, float]:
+def proprag_reference(P: Params, dataset: str, questions: pd.DataFrame) -> dict[str, float]:
     """PropRAG (flows.graph, params.graph) on ``dataset``'s questions: mean metrics ×100."""
     from flows.graph import run_retrieval
 
-    P = load_params("params.yaml")
     out = run_retrieval(DatasetPaths(dataset), P.graph, "proprag", P.llm, P.embed,
                         orch=P.orchestration, stage="explore_robust_readouts")
     pq = per_question_metrics(out.run, questions)
@@ -175,7 +190,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="2wiki_tune_s")
     args = ap.parse_args()
-    index, questions, stored, (Q, encode, usage) = replay(args.dataset)
+    P = load_params("params.yaml")
+    if args.dataset not in P.tuning_datasets:
+        raise SystemExit(f"{args.dataset!r} is not in tuning_datasets {P.tuning_datasets}")
+    run = replay(P, args.dataset)
+    index, questions, stored, Q, encode, usage = (run.index, run.questions, run.stored, run.Q,
+                                                  run.encode, run.usage)
     rows: list[dict[str, Any]] = []
     base, ms = evaluate(index, questions, stored, lambda q: q.score)
     rows.append({"readout": "robust (Eq. 15)", **base, "ms/q": ms})
@@ -189,14 +209,15 @@ def main() -> None:
     for gq, gr in itertools.product([0.1, 0.25, 0.5, 1.0], [0.0, 0.1, 0.25, 0.5]):
         res, ms = evaluate(index, questions, stored, dense_readout(D, q_vecs, r_vecs, gq, gr))
         rows.append({"readout": f"dense prior γ_q={gq} γ_r={gr}", **res, "ms/q": ms})
-    rows.append({"readout": "PropRAG (reference, LLM-free)", **proprag_reference(args.dataset, questions),
+    rows.append({"readout": "PropRAG (reference, LLM-free)", **proprag_reference(P, args.dataset, questions),
                  "ms/q": float("nan")})
     table = pd.DataFrame(rows)
     table["ms/q"] = table["ms/q"].round(1)
     text = (f"# Readouts on top of EviReform robust: {args.dataset} ({len(stored)} questions)\n\n"
             f"`EVICHAIN_LLM_REPLAY=1 python scripts/explore_robust_readouts.py --dataset {args.dataset}`; "
             f"LLM calls: {usage.get('calls', 0)} (cache hits {usage.get('cache_hits', 0)}). "
-            "ms/q = the re-ranking alone (robust's Steps 1–7 excluded), on a shared 2-core machine.\n\n"
+            "ms/q = the re-ranking alone (robust's Steps 1–7 excluded), wall time on this 2-core "
+            "machine; it moves with the load on the cores.\n\n"
             + table.to_markdown(index=False) + "\n")
     write_text(text, OUT)
     print(text)

@@ -1,8 +1,7 @@
 """The readouts of scripts/explore_robust_readouts.py on the Lothair toy index: the
 passage–entity graph is the symmetric bipartite graph of the index, the PPR readout moves
 mass from a seeded passage to the passages that share its entities (more than to those two
-hops away), and the dense prior adds
-nothing when both weights are 0."""
+hops away), and the dense prior adds nothing when both weights are 0."""
 
 from __future__ import annotations
 
@@ -47,7 +46,7 @@ def test_ppr_readout_reaches_the_entity_neighbour(script) -> None:  # type: igno
     n_e = idx.A.shape[1]
     score = np.zeros(idx.n_passages)
     score[0] = 1.0  # all reset mass on passage d0
-    q = script.Stored("q", np.zeros(idx.n_propositions), score, np.zeros(idx.n_propositions), [])
+    q = script.Stored("q", np.zeros(idx.n_propositions), score, np.zeros(idx.n_passages), [])
     final = script.ppr_readout(idx, W, 0.5, 0.0, 0.0)(q)
     linked = np.flatnonzero((W[n_e:, :n_e] @ W[:n_e, n_e + 0]).toarray().ravel() > 0)
     linked = linked[linked != 0]
@@ -61,6 +60,6 @@ def test_dense_prior_with_zero_weights_is_the_readout(script) -> None:  # type: 
     rng = np.random.default_rng(0)
     D = rng.normal(size=(5, 3))
     score = np.array([0.0, 2.0, 1.0, 0.0, 4.0])
-    q = script.Stored("q", np.zeros(2), score, np.zeros(2), ["x"])
+    q = script.Stored("q", np.zeros(2), score, np.zeros(5), ["x"])
     out = script.dense_readout(D, {"q": rng.normal(size=3)}, {"q": rng.normal(size=5)}, 0.0, 0.0)(q)
     assert np.allclose(out, score / 4.0)
