@@ -26,11 +26,11 @@ from evichain.params_base import (DATASETS, ParamsError, Section, error_details,
                                   registered_blocks)
 from evichain.qa.medical_params import MedicalQAParams
 from evichain.qa.params import ReadParams
-from evichain.retrieval.params import BM25Params, DenseParams, RetrievalParams
+from evichain.retrieval.params import BM25Params, DenseParams, FusionParams, RetrievalParams
 
 __all__ = [
     "BM25Params", "CEEParams", "DATASETS", "DataParams", "DemoParams", "DenseParams", "EmbedParams",
-    "EvaluateParams", "EviReformParams", "ExpansionParams", "FaultParams", "GraphParams",
+    "EvaluateParams", "EviReformParams", "ExpansionParams", "FaultParams", "FusionParams", "GraphParams",
     "IterativeParams", "LLMParams", "LocalLLMParams", "MedicalChunking", "MedicalQAParams",
     "OrchestrationParams", "Params", "ParamsError", "ReadParams", "RerankParams", "ReportParams",
     "RetrievalParams", "SampleParams", "Section", "load_params", "parse_params",
@@ -58,7 +58,8 @@ class ReportParams(Section):
     bootstrap_resamples: int = Field(10000, ge=100, le=1000000)
     bootstrap_metrics: list[str] = Field(default_factory=lambda: ["Recall@5", "Recall@10", "F1", "EM"])
     # Variants of ours (issue 38), each against these comparators and its faithful parent.
-    ours: list[str] = Field(default_factory=lambda: ["evireform-robust", "evireform-hybrid", "cee-robust"])
+    ours: list[str] = Field(default_factory=lambda: ["evireform-robust", "evireform-hybrid", "cee-robust",
+                                                     "evireform-fused"])
     ours_comparators: list[str] = Field(default_factory=lambda: ["proprag"])
     ours_metrics: list[str] = Field(default_factory=lambda: ["Recall@5", "Chain@5", "Recall@10", "nDCG@10"])
 
@@ -110,6 +111,10 @@ class Params(Section):
     iterative: IterativeParams = IterativeParams()
     graph: GraphParams = GraphParams()
     medical_qa: MedicalQAParams = MedicalQAParams()
+    # Ours (issue 38): run-level fusion (evichain.retrieval.fusion) on fusion_datasets, each
+    # of which must run every one of fusion.runs
+    fusion: FusionParams = FusionParams()
+    fusion_datasets: list[str] = Field(default_factory=list)
 
     # Params blocks of methods registered after this module was written
     # (:func:`evichain.params_base.register_block`), validated with their own models.
@@ -182,6 +187,14 @@ class Params(Section):
                              "(their `full` run records the LLM answers the grids replay)")
         return self
 
+    @model_validator(mode="after")
+    def _fusion_not_tuned_on_reports(self) -> "Params":
+        tuned = [d for d in self.fusion_datasets if d in self.tuning_datasets]
+        if tuned:
+            raise ValueError(f"fusion_datasets {tuned} are tuning_datasets: the fusion weights "
+                             "were chosen there (scripts/tune_fusion.py), report elsewhere")
+        return self
+
     @field_validator("qa_methods")
     @classmethod
     def _ranking_methods_only(cls, v: list[str]) -> list[str]:
@@ -191,7 +204,7 @@ class Params(Section):
         return v
 
     @field_validator("datasets", "llm_datasets", "evireform_datasets", "cee_datasets",
-                     "baseline_datasets", "tuning_datasets", "qa_datasets")
+                     "baseline_datasets", "tuning_datasets", "qa_datasets", "fusion_datasets")
     @classmethod
     def _known_datasets(cls, v: list[str]) -> list[str]:
         return _only_known(v, list(DATASETS), "dataset")

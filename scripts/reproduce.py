@@ -18,7 +18,8 @@ pipeline must give on a fixed sample, with a tolerance:
   evireform-robust's top 5), replayed from ``reproduce/qa-llm-cache.sqlite``;
 * PropRAG (LLM-free) on the first 50 questions of ``2wiki_s`` and on MuSiQue-100: tolerance
   0.005 (its beam search ranks re-encoded path texts; float differences of another CPU's
-  kernels may swap near-ties).
+  kernels may swap near-ties); ``evireform-fused`` (ours: robust ⊕ PropRAG, the ``fuse``
+  stage) there with the same tolerance, and the reader over PropRAG's and the fused top 5.
 
 The run uses the real stage entry points in-process, in a scratch directory.
 
@@ -57,7 +58,7 @@ EVIREFORM_DATASETS = ("demo", "2wiki_s", "musique")  # EviReform variants replay
 # robust / hybrid (ours, issue 38) make exactly full's LLM calls, so full's answers replay them
 EVIREFORM_VARIANTS = ("base", "full", "robust", "hybrid")
 # the shared reader on the benchmark samples (issue 40), replayed from reproduce/qa-llm-cache.sqlite
-QA_READERS = ("direct", "evireform-full", "evireform-robust")
+QA_READERS = ("direct", "evireform-full", "evireform-robust", "proprag", "evireform-fused")
 PROPRAG_DATASETS = ("2wiki_s", "musique")
 
 
@@ -132,7 +133,7 @@ def _merge_caches(target: Path, extra: tuple[Path, ...]) -> None:
 
 
 def _replayed_runs(cache: Path, evireform: tuple[str, ...], proprag: tuple[str, ...]) -> None:
-    from stages import evaluate, read, retrieve_evireform
+    from stages import evaluate, fuse, read, retrieve_evireform
 
     keys = ("EVICHAIN_LLM_CACHE", "EVICHAIN_LLM_REPLAY", "EVICHAIN_CHECKPOINT_DIR")
     saved = {k: os.environ.get(k) for k in keys}
@@ -144,6 +145,9 @@ def _replayed_runs(cache: Path, evireform: tuple[str, ...], proprag: tuple[str, 
             for variant in EVIREFORM_VARIANTS:
                 _stage(retrieve_evireform.main, dataset=ds, variant=variant)
                 _stage(evaluate.main, dataset=ds, method=f"evireform-{variant}", kind="retrieval")
+        for ds in (d for d in proprag if d in evireform):  # ours: robust ⊕ PropRAG
+            _stage(fuse.main, dataset=ds)
+            _stage(evaluate.main, dataset=ds, method="evireform-fused", kind="retrieval")
         for method in ("direct", "bm25", "dense"):
             _stage(read.main, dataset="demo", method=method, evidence=False)
             _stage(evaluate.main, dataset="demo", method=method, kind="qa")
@@ -167,7 +171,8 @@ def is_large(entry: Entry) -> bool:
     """Entries whose runs encode a whole benchmark corpus (minutes on 2 cores): EviReform and
     the reader over its runs on 2wiki_s / MuSiQue, and PropRAG. ``measure(large=False)`` (the
     test suite) leaves them out."""
-    return entry.method == "proprag" or (entry.dataset != "demo" and entry.method != "bm25")
+    return entry.method in ("proprag", "evireform-fused") or (entry.dataset != "demo"
+                                                              and entry.method != "bm25")
 
 
 def measure(cache: Path = RECORDED_CACHE, *, large: bool = True) -> list[Entry]:
@@ -188,8 +193,8 @@ def measure(cache: Path = RECORDED_CACHE, *, large: bool = True) -> list[Entry]:
         entries += [Entry("demo", "dense", m, _metrics("demo", "dense")[m], 1e-6, False) for m in METRICS]
         entries += [Entry(ds, f"evireform-{v}", m, _metrics(ds, f"evireform-{v}")[m], LLM_BAND, True)
                     for ds in evireform for v in EVIREFORM_VARIANTS for m in METRICS]
-        entries += [Entry(ds, "proprag", m, _metrics(ds, "proprag")[m], PROPRAG_BAND, False)
-                    for ds in proprag for m in METRICS]
+        entries += [Entry(ds, name, m, _metrics(ds, name)[m], PROPRAG_BAND, False)
+                    for ds in proprag for name in ("proprag", "evireform-fused") for m in METRICS]
         entries += [Entry("demo", f"qa-{r}", m, _metrics("demo", f"qa-{r}")[m], LLM_BAND, True)
                     for r in ("direct", "bm25", "dense") for m in QA_METRICS]
         entries += [Entry(ds, f"qa-{r}", m, _metrics(ds, f"qa-{r}")[m], LLM_BAND, True)

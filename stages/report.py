@@ -183,7 +183,8 @@ def _scheduled(p: Params) -> dict[str, list[str]]:
                  *p.iterative.methods, *p.graph.methods]
     for datasets, names in ((p.evireform_datasets, [f"evireform-{v}" for v in p.evireform_variants]),
                             (p.cee_datasets, [f"cee-{v}" for v in p.cee_variants]),
-                            (p.baseline_datasets, baselines)):
+                            (p.baseline_datasets, baselines),
+                            (p.fusion_datasets, [p.fusion.name])):
         for ds in datasets:
             out.setdefault(ds, []).extend(names)
     return out

@@ -18,7 +18,7 @@ from evichain.report.ablations import paired_contrasts
 from evichain.report.tables import ci_text, render_plain_markdown
 
 PARENT: dict[str, str] = {"evireform-robust": "evireform-full", "evireform-hybrid": "evireform-full",
-                          "cee-robust": "cee-full"}
+                          "cee-robust": "cee-full", "evireform-fused": "evireform-full"}
 """The paper-faithful variant each variant of ours departs from."""
 
 

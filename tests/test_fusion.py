@@ -1,0 +1,117 @@
+"""Run-level score fusion (evireform-fused, issue 38): formula, guards, params, stage wiring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from evichain.config import ParamsError, load_params, parse_params
+from evichain.io import read_parquet, write_parquet
+from evichain.retrieval.fusion import score_fusion
+from evichain.retrieval.params import FusionParams
+from evichain.retrieval.run import run_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _runs() -> dict[str, pd.DataFrame]:
+    a = run_table([("q1", 1, "p1", 4.0), ("q1", 2, "p2", 2.0), ("q1", 3, "p3", 1.0),
+                   ("q2", 1, "p9", 0.5)])
+    b = run_table([("q1", 1, "p3", 0.02), ("q1", 2, "p4", 0.01), ("q1", 3, "p2", 0.005)])
+    return {"a": a, "b": b}
+
+
+def test_fused_score_is_the_weighted_sum_of_max_scaled_scores() -> None:
+    fused = score_fusion(_runs(), {"a": 0.5, "b": 0.5}, depth=10)
+    q1 = fused[fused["question_id"] == "q1"].set_index("passage_id")["score"]
+    # p1: .5*4/4 = .5; p2: .5*2/4 + .5*.005/.02 = .375; p3: .5*1/4 + .5*1 = .625; p4: .5*.5 = .25
+    assert q1.to_dict() == pytest.approx({"p3": 0.625, "p1": 0.5, "p2": 0.375, "p4": 0.25})
+    assert list(q1.index) == ["p3", "p1", "p2", "p4"]
+    assert fused[fused["question_id"] == "q1"]["rank"].tolist() == [1, 2, 3, 4]
+    # q2 only in run a: kept, scaled by a's own max
+    assert fused[fused["question_id"] == "q2"][["passage_id", "score"]].values.tolist() == [["p9", 0.5]]
+
+
+def test_weight_one_keeps_the_first_run_order_and_depth_cuts() -> None:
+    fused = score_fusion(_runs(), {"a": 1.0, "b": 0.0}, depth=2)
+    assert fused[fused["question_id"] == "q1"]["passage_id"].tolist() == ["p1", "p2"]
+
+
+def test_ties_go_to_the_better_best_rank() -> None:
+    a = run_table([("q", 1, "x", 1.0), ("q", 2, "y", 0.5)])
+    b = run_table([("q", 1, "y", 1.0), ("q", 2, "x", 0.5)])
+    fused = score_fusion({"a": a, "b": b}, {"a": 0.5, "b": 0.5}, depth=5)
+    assert fused["score"].tolist() == [0.75, 0.75]
+    assert fused["passage_id"].tolist() == ["x", "y"]  # both best rank 1: then the passage id
+
+
+def test_bad_scores_and_weights_name_the_problem() -> None:
+    runs = _runs()
+    runs["b"].loc[0, "score"] = -1.0
+    with pytest.raises(ValueError, match="run 'b'.*>= 0"):
+        score_fusion(runs, {"a": 0.5, "b": 0.5}, 5)
+    with pytest.raises(ValueError, match="weights name"):
+        score_fusion(_runs(), {"a": 1.0}, 5)
+    with pytest.raises(ValueError, match="positive sum"):
+        score_fusion(_runs(), {"a": 0.0, "b": 0.0}, 5)
+
+
+def test_params_validate_the_fusion_block() -> None:
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    P = parse_params(raw)
+    assert P.fusion.weight_of() == dict(zip(P.fusion.runs, P.fusion.weights))
+    with pytest.raises(ParamsError, match="fusion.*weights has 1 values for 2 runs"):
+        parse_params({**raw, "fusion": {**raw["fusion"], "weights": [1.0]}})
+    with pytest.raises(ParamsError, match="fusion_datasets.*tuning_datasets"):
+        parse_params({**raw, "fusion_datasets": [*raw["tuning_datasets"]]})
+    with pytest.raises(ValueError, match="differ from name"):
+        FusionParams(name="proprag")
+
+
+def test_dvc_fuse_stage_reads_the_runs_params_name() -> None:
+    """dvc.yaml cannot index a params list, so the fuse stage names its two run deps: they
+    must be params.yaml's fusion.runs (and the outs its fusion.name)."""
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["fuse"]["do"]
+    P = load_params(ROOT / "params.yaml")
+    runs = [d for d in stage["deps"] if "/runs/" in d]
+    assert runs == [f"artifacts/${{item}}/runs/{name}.parquet" for name in P.fusion.runs]
+    assert stage["outs"] == ["artifacts/${item}/runs/${fusion.name}.parquet"]
+
+
+def test_fusion_flow_reads_stored_runs_and_names_a_missing_one(tmp_path: Path) -> None:
+    from flows.fuse import fusion_flow
+
+    runs = _runs()
+    paths = {}
+    for name, run in runs.items():
+        paths[name] = tmp_path / f"{name}.parquet"
+        write_parquet(run, paths[name])
+    params = FusionParams(name="ab", runs=["a", "b"], weights=[0.5, 0.5], depth=3)
+    fused = fusion_flow(paths, params)
+    expected = score_fusion({n: read_parquet(p) for n, p in paths.items()}, params.weight_of(), 3)
+    pd.testing.assert_frame_equal(fused.reset_index(drop=True), expected.reset_index(drop=True))
+    with pytest.raises(FileNotFoundError, match="run of 'c' not found"):
+        fusion_flow({**paths, "c": tmp_path / "c.parquet"},
+                    FusionParams(name="abc", runs=["a", "b", "c"], weights=[1, 1, 1]))
+
+
+def test_tune_script_grid_spans_both_runs_and_picks_the_middle_of_ties() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_fusion", ROOT / "scripts" / "tune_fusion.py")
+    tune = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(tune)
+    questions = pd.DataFrame({"question_id": ["q1"], "question": ["?"], "answer": ["a"],
+                              "gold_passage_ids": [["p3", "p4"]], "gold_reliable": [True]})
+    runs = _runs()
+    table = tune.grid(runs["a"], runs["b"], questions, depth=2)
+    assert table["w (robust)"].tolist() == list(tune.GRID)
+    # top 2 of w = 0 is run b's (gold p3, p4), of w = 1 run a's (p1, p2: no gold)
+    assert table.iloc[0]["Recall@5"] == 100.0 and table.iloc[-1]["Recall@5"] == 0.0
+    tied = pd.DataFrame({"w (robust)": [0.2, 0.3, 0.4, 0.6], "Recall@5": [1, 2, 2, 2],
+                         "Chain@5": [0, 0, 0, 0]})
+    assert tune.choose(tied) == 0.4
