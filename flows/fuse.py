@@ -1,7 +1,8 @@
 """Flow of ``fuse@<dataset>`` (ours, issue 38): the fused run of several stored runs.
 
-One task reads the runs (paths, not tables, go through Prefect) and fuses them with
-:func:`evichain.retrieval.fusion.score_fusion`; no model is called.
+One task per run reads it (paths, not tables, go through Prefect); the runs are fused with
+:func:`evichain.retrieval.fusion.score_fusion` and their traces' LLM tokens carried over
+(:func:`~evichain.retrieval.fusion.fused_trace`); no model is called.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from evichain.io import read_parquet
-from evichain.retrieval.fusion import score_fusion
+from evichain.retrieval.fusion import fused_trace, score_fusion
 from evichain.retrieval.params import FusionParams
 
 
@@ -27,10 +28,14 @@ def read_run(path: Path, name: str) -> pd.DataFrame:
 
 
 @flow(name="fuse-runs", log_prints=True)
-def fusion_flow(run_paths: dict[str, Path], fusion: FusionParams) -> pd.DataFrame:
-    """Σ_m w_m · max-scaled s_m over ``run_paths`` (name → run table), top ``fusion.depth``."""
+def fusion_flow(run_paths: dict[str, Path], fusion: FusionParams,
+                trace_paths: dict[str, Path] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Σ_m w_m · max-scaled s_m over ``run_paths`` (name → run table), top ``fusion.depth``;
+    and the per-question tokens of the runs whose trace exists in ``trace_paths``."""
     runs = {name: read_run(path, name) for name, path in run_paths.items()}
     fused = score_fusion(runs, fusion.weight_of(), fusion.depth)
+    traces = {name: read_parquet(path) for name, path in (trace_paths or {}).items() if path.exists()}
     print(f"fused {sorted(runs)} with weights {fusion.weights}: "
-          f"{fused['question_id'].nunique()} questions, {len(fused)} rows")
-    return fused
+          f"{fused['question_id'].nunique()} questions, {len(fused)} rows; "
+          f"token traces of {sorted(traces)}")
+    return fused, fused_trace(traces)

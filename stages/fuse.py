@@ -1,7 +1,8 @@
 """DVC stage ``fuse@<dataset>`` (ours, issue 38): runs of ``fusion.runs`` → runs/<fusion.name>.parquet.
 
-Reads the stored run tables of the fused methods, runs :func:`flows.fuse.fusion_flow` and
-writes the fused run; ``evaluate_fused@<dataset>`` scores it like any other run.
+Reads the stored run tables (and traces) of the fused methods, runs
+:func:`flows.fuse.fusion_flow` and writes the fused run and a trace of the runs' LLM tokens
+per question; ``evaluate_fused@<dataset>`` scores it like any other run.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ def main(dataset: str = typer.Option(...),
         params = load_params(params_file)
         paths = DatasetPaths(dataset)
         fusion = params.fusion
-        run = with_runner(fusion_flow, params.orchestration)(
-            {name: paths.run(name) for name in fusion.runs}, fusion)
+        run, trace = with_runner(fusion_flow, params.orchestration)(
+            {name: paths.run(name) for name in fusion.runs}, fusion,
+            {name: paths.trace(name) for name in fusion.runs})
         write_parquet(run, paths.run(fusion.name))
+        write_parquet(trace, paths.trace(fusion.name))
         return {"dataset": dataset, "method": fusion.name, "runs": fusion.runs,
                 "weights": fusion.weights, "questions": int(run["question_id"].nunique())}
 

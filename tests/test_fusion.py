@@ -10,7 +10,8 @@ import yaml
 
 from evichain.config import ParamsError, load_params, parse_params
 from evichain.io import read_parquet, write_parquet
-from evichain.retrieval.fusion import score_fusion
+from evichain.metrics.cost import tokens_per_question
+from evichain.retrieval.fusion import fused_trace, score_fusion
 from evichain.retrieval.params import FusionParams
 from evichain.retrieval.run import run_table
 
@@ -59,6 +60,17 @@ def test_bad_scores_and_weights_name_the_problem() -> None:
         score_fusion(_runs(), {"a": 0.0, "b": 0.0}, 5)
 
 
+def test_fused_trace_carries_every_runs_tokens_per_question() -> None:
+    a = pd.DataFrame({"question_id": ["q1", "q2"], "sel_prompt_tokens": [100, 50],
+                      "ref_completion_tokens": [5, 5], "status": ["ok", "ok"]})
+    b = pd.DataFrame({"question_id": ["q2", "q1"], "prompt_tokens": [0, 0], "completion_tokens": [0, 0]})
+    trace = fused_trace({"a": a, "b": b}).set_index("question_id")
+    assert trace.loc["q1"].to_dict() == {"a_prompt_tokens": 100, "a_completion_tokens": 5,
+                                         "b_prompt_tokens": 0, "b_completion_tokens": 0}
+    assert tokens_per_question(trace.reset_index()) == tokens_per_question(a)  # b is LLM-free
+    assert list(fused_trace({}).columns) == ["question_id"]
+
+
 def test_params_validate_the_fusion_block() -> None:
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     P = parse_params(raw)
@@ -76,9 +88,11 @@ def test_dvc_fuse_stage_reads_the_runs_params_name() -> None:
     must be params.yaml's fusion.runs (and the outs its fusion.name)."""
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["fuse"]["do"]
     P = load_params(ROOT / "params.yaml")
-    runs = [d for d in stage["deps"] if "/runs/" in d]
-    assert runs == [f"artifacts/${{item}}/runs/{name}.parquet" for name in P.fusion.runs]
-    assert stage["outs"] == ["artifacts/${item}/runs/${fusion.name}.parquet"]
+    for kind in ("runs", "traces"):
+        named = [d for d in stage["deps"] if f"/{kind}/" in d]
+        assert named == [f"artifacts/${{item}}/{kind}/{name}.parquet" for name in P.fusion.runs]
+    assert stage["outs"] == [f"artifacts/${{item}}/{kind}/${{fusion.name}}.parquet"
+                             for kind in ("runs", "traces")]
 
 
 def test_fusion_flow_reads_stored_runs_and_names_a_missing_one(tmp_path: Path) -> None:
@@ -89,10 +103,15 @@ def test_fusion_flow_reads_stored_runs_and_names_a_missing_one(tmp_path: Path) -
     for name, run in runs.items():
         paths[name] = tmp_path / f"{name}.parquet"
         write_parquet(run, paths[name])
+    trace = tmp_path / "a-trace.parquet"
+    write_parquet(pd.DataFrame({"question_id": ["q1", "q2"], "sel_prompt_tokens": [100, 50],
+                                "sel_completion_tokens": [10, 5], "ref_prompt_tokens": [7, 0]}), trace)
     params = FusionParams(name="ab", runs=["a", "b"], weights=[0.5, 0.5], depth=3)
-    fused = fusion_flow(paths, params)
+    fused, tokens = fusion_flow(paths, params, {"a": trace, "b": tmp_path / "no-trace.parquet"})
     expected = score_fusion({n: read_parquet(p) for n, p in paths.items()}, params.weight_of(), 3)
     pd.testing.assert_frame_equal(fused.reset_index(drop=True), expected.reset_index(drop=True))
+    assert tokens.to_dict("list") == {"question_id": ["q1", "q2"], "a_prompt_tokens": [107, 50],
+                                      "a_completion_tokens": [10, 5]}
     with pytest.raises(FileNotFoundError, match="run of 'c' not found"):
         fusion_flow({**paths, "c": tmp_path / "c.parquet"},
                     FusionParams(name="abc", runs=["a", "b", "c"], weights=[1, 1, 1]))

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from evichain.metrics.cost import token_columns
 from evichain.retrieval.run import RUN_COLUMNS, run_table
 
 
@@ -65,3 +66,21 @@ def score_fusion(runs: Mapping[str, pd.DataFrame], weights: Mapping[str, float],
     fused["rank"] = fused.groupby("question_id", sort=False).cumcount() + 1
     rows = list(fused[RUN_COLUMNS].itertuples(index=False, name=None))
     return run_table(rows)
+
+
+def fused_trace(traces: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per question, the LLM tokens each fused run spent: ``<run>_prompt_tokens`` and
+    ``<run>_completion_tokens`` = the row sums of that run's token columns
+    (:mod:`evichain.metrics.cost` convention), so the fused method's cost is the sum of its
+    runs' (a run without a trace, or without token columns, spent none)."""
+    parts = []
+    for name, trace in traces.items():
+        cols = token_columns(trace)
+        out = pd.DataFrame({"question_id": trace["question_id"]})
+        for kind in ("prompt_tokens", "completion_tokens"):
+            mine = [c for c in cols if str(c).endswith(kind)]
+            out[f"{name}_{kind}"] = trace[mine].fillna(0).sum(axis=1).astype("int64") if mine else 0
+        parts.append(out.set_index("question_id"))
+    if not parts:
+        return pd.DataFrame({"question_id": pd.Series(dtype="str")})
+    return pd.concat(parts, axis=1).fillna(0).astype("int64").reset_index()
