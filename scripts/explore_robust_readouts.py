@@ -178,10 +178,9 @@ def replay(P: Params, dataset: str) -> Replayed:
 
 def proprag_reference(P: Params, dataset: str, questions: pd.DataFrame) -> dict[str, float]:
     """PropRAG (flows.graph, params.graph) on ``dataset``'s questions: mean metrics ×100."""
-    from flows.graph import run_retrieval
+    from flows.graph import run_method
 
-    out = run_retrieval(DatasetPaths(dataset), P.graph, "proprag", P.llm, P.embed,
-                        orch=P.orchestration, stage="explore_robust_readouts")
+    out = run_method(DatasetPaths(dataset), "proprag", "", P, stage="explore_robust_readouts")
     pq = per_question_metrics(out.run, questions)
     return {m: round(100 * float(pq[m].mean()), 2) for m in METRICS}
 

@@ -40,12 +40,12 @@ GRID = tuple(round(0.1 * i, 1) for i in range(11))
 
 
 def proprag_run(P: Params, dataset: str) -> tuple[pd.DataFrame, float]:
-    """PropRAG's run on ``dataset`` (flows.graph, params.graph) and its wall seconds."""
-    from flows.graph import run_retrieval
+    """PropRAG's run on ``dataset`` (the retrieve_graph stage's entry, params.graph) and its
+    wall seconds."""
+    from flows.graph import run_method
 
     start = time.perf_counter()
-    out = run_retrieval(DatasetPaths(dataset), P.graph, "proprag", P.llm, P.embed,
-                        orch=P.orchestration, stage="tune_fusion")
+    out = run_method(DatasetPaths(dataset), "proprag", "", P, stage="tune_fusion")
     return out.run, time.perf_counter() - start
 
 
