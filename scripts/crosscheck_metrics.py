@@ -179,6 +179,18 @@ def check_file(path: Path, stored: dict) -> float | None:
     return check(ds, method, stored)
 
 
+def missing_per_question(metrics: Path, per_question_dir: Path) -> list[str]:
+    """``<ds>/<method>`` of every metrics JSON with questions whose per-question table
+    ``reports/eval/<ds>/<method>.parquet`` is absent (its cells cannot be re-derived or
+    bootstrapped from this checkout)."""
+    out = []
+    for path in sorted(metrics.glob("*/*.json")):
+        if json.loads(path.read_bytes()).get("n_questions") and not (
+                per_question_dir / path.parent.name / f"{path.stem}.parquet").exists():
+            out.append(f"{path.parent.name}/{path.stem}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="scripts/crosscheck_metrics.results.md")
@@ -203,6 +215,10 @@ def main() -> None:
     lines += ["", f"Report main table: {checked} percentage cells checked against the metrics JSON, "
               f"{len(bad)} mismatches.", *[f"- {b}" for b in bad]]
     print(lines[-1 - len(bad)])
+    absent = missing_per_question(Path("reports/metrics"), Path("reports/eval"))
+    lines += ["", f"Metrics JSONs without a per-question table in reports/eval: {len(absent)}"
+              + (f" ({', '.join(absent)})" if absent else "") + "."]
+    print(lines[-1])
     out.write_text("\n".join(lines) + "\n")
 
 

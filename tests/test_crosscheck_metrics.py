@@ -37,6 +37,17 @@ def test_earlier_row_kept_only_while_json_unchanged(tmp_path: Path, monkeypatch:
     assert "| ds | changed |" not in text  # its JSON changed since the check: dropped, not carried
     assert "2 percentage cells checked against the metrics JSON, 0 mismatches." in text
     assert set(earlier_rows(text)) == {("ds", "kept")}
+    # neither JSON has reports/eval/ds/<method>.parquet in this checkout: both are listed
+    assert "without a per-question table in reports/eval: 2 (ds/changed, ds/kept)." in text
+
+
+def test_missing_per_question_lists_only_absent_tables(tmp_path: Path) -> None:
+    _setup(tmp_path)
+    (tmp_path / "reports/eval/ds").mkdir(parents=True)
+    (tmp_path / "reports/eval/ds/kept.parquet").write_bytes(b"")
+    (tmp_path / "reports/metrics/ds/empty.json").write_text(json.dumps({"n_questions": 0}))
+    assert crosscheck_metrics.missing_per_question(tmp_path / "reports/metrics",
+                                                   tmp_path / "reports/eval") == ["ds/changed"]
 
 
 def test_earlier_rows_ignores_tables_without_md5() -> None:
