@@ -28,7 +28,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evichain.config import load_params  # noqa: E402
-from evichain.io import read_parquet, write_text  # noqa: E402
+from evichain.io import write_text  # noqa: E402
+from evichain.report.main_report import per_question_tables  # noqa: E402
 from evichain.report.tables import render_plain_markdown  # noqa: E402
 
 METRICS = ("Recall@5", "Chain@5", "Recall@10")
@@ -36,13 +37,13 @@ OUT = Path(__file__).with_suffix(".results.md")
 
 
 def load_tables(eval_dir: Path, dataset: str, methods: list[str]) -> dict[str, pd.DataFrame]:
-    """Per-question tables indexed by ``question_id``, restricted to the questions all share."""
-    tables: dict[str, pd.DataFrame] = {}
+    """The report's per-question tables of ``methods`` (:func:`per_question_tables`, so the same
+    question filter), indexed by ``question_id`` and restricted to the questions all share."""
+    available = per_question_tables(eval_dir / dataset)
     for m in methods:
-        path = eval_dir / dataset / f"{m}.parquet"
-        if not path.exists():
-            raise SystemExit(f"{path} missing: evaluate {m} on {dataset} first")
-        tables[m] = read_parquet(path).set_index("question_id")
+        if m not in available:
+            raise SystemExit(f"{eval_dir / dataset / m}.parquet missing: evaluate {m} on {dataset} first")
+    tables = {m: available[m].set_index("question_id") for m in methods}
     shared = sorted(set.intersection(*(set(t.index) for t in tables.values())))
     return {m: t.loc[shared] for m, t in tables.items()}
 
