@@ -19,13 +19,31 @@ pipeline must give on a fixed sample, with a tolerance:
 * PropRAG (LLM-free) on the first 50 questions of ``2wiki_s`` and on MuSiQue-100: tolerance
   0.005 (its beam search ranks re-encoded path texts; float differences of another CPU's
   kernels may swap near-ties); ``evireform-fused`` (ours: robust ⊕ PropRAG, the ``fuse``
-  stage) there with the same tolerance, and the reader over PropRAG's and the fused top 5.
+  stage) there with the same tolerance, and the reader over PropRAG's and the fused top 5;
+* the LLM baselines (issue 40) on the first 50 questions of ``2wiki_s`` and on MuSiQue-100,
+  replayed from the answers of their recorded 100-question runs
+  (``reproduce/<dataset>-<run>-llm-cache.sqlite``, merged into the scratch cache; tolerance
+  :data:`LLM_BAND`): IRCoT, Self-Ask, S2G-RAG (``retrieve_iterative``), listwise reranking of
+  the dense top 40 (``rerank-listwise``, ``retrieve_rerank``), HippoRAG 2 and CatRAG
+  (``retrieve_graph``, over the LLM-free ``extract_triples`` index of the propositions) on both,
+  and GeAR (``retrieve_iterative_graph``) on ``2wiki_s`` only (its MuSiQue recording is partial).
+  HippoRAG 2 on MuSiQue has no file of its own: its one LLM step (the recognition-memory filter,
+  ``graph.hipporag2.recognition_memory``) sends exactly CatRAG's filter prompts, whose answers
+  ``reproduce/musique-catrag-llm-cache.sqlite`` holds (as the 100 filter answers of
+  ``2wiki_s-hipporag2`` are ``2wiki_s-catrag``'s). A CatRAG replay fails one request per
+  scoring batch its live run split (the halves' answers are recorded, never the overflowing
+  batch's: ``evichain.methods.graph.catrag``); each baseline prints its replay counts.
+
+Entries belong to groups (:data:`GROUPS`, :func:`group_of`): ``deterministic`` (BM25, dense),
+``evireform``, ``proprag`` (PropRAG and evireform-fused), ``qa`` (the reader) and ``baselines``.
+``--only`` runs just the stages a subset of groups needs and checks only its entries.
 
 The run uses the real stage entry points in-process, in a scratch directory.
 
     python scripts/reproduce.py            # check; exit 1 with a table of differences
     python scripts/reproduce.py --write    # re-record the expected scores (after a deliberate change)
     python scripts/reproduce.py --add      # record new entries only if every recorded one reproduces
+    python scripts/reproduce.py --only baselines[,qa] [--add|--write]   # just these groups
 """
 
 from __future__ import annotations
@@ -37,7 +55,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -60,6 +78,19 @@ EVIREFORM_VARIANTS = ("base", "full", "robust", "hybrid")
 # the shared reader on the benchmark samples (issue 40), replayed from reproduce/qa-llm-cache.sqlite
 QA_READERS = ("direct", "evireform-full", "evireform-robust", "proprag", "evireform-fused")
 PROPRAG_DATASETS = ("2wiki_s", "musique")
+# LLM baselines (issue 40): run name (runs/<run>.parquet) -> --method of stages.retrieve_method
+BASELINE_METHODS: dict[str, str] = {
+    "ircot": "ircot", "self_ask": "self_ask", "s2g_rag": "s2g_rag", "gear": "gear",
+    "hipporag2": "hipporag2", "catrag": "catrag", "rerank-listwise": "listwise",
+}
+# the runs replayed per dataset; GeAR on MuSiQue is left out: its recording is partial
+BASELINE_RUNS: dict[str, tuple[str, ...]] = {
+    "2wiki_s": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise"),
+    "musique": ("ircot", "self_ask", "s2g_rag", "hipporag2", "catrag", "rerank-listwise"),
+}
+# runs whose answers another run's recording holds: HippoRAG 2's filter prompts are CatRAG's
+BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
+GROUPS = ("deterministic", "evireform", "proprag", "qa", "baselines")
 
 
 @dataclass(frozen=True)
@@ -92,32 +123,112 @@ def _scratch() -> Iterator[Path]:
             os.chdir(old)
 
 
-def _stage(main: Callable[..., None], **kwargs: object) -> None:
-    main(params_file=Path("params.yaml"), **kwargs)
+@dataclass
+class _Stages:
+    """Runs stage entry points in the scratch directory, each (entry point, arguments) once,
+    so a run that several groups need (an index, a run another one fuses) is made once."""
+
+    done: set[tuple[object, ...]] = field(default_factory=set)
+
+    def __call__(self, main: Callable[..., None], **kwargs: object) -> None:
+        key = (main, *sorted(kwargs.items()))
+        if key not in self.done:
+            self.done.add(key)
+            _forget_clients()
+            main(params_file=Path("params.yaml"), **kwargs)
 
 
-def _deterministic_runs() -> None:
-    from stages import evaluate, prepare, retrieve
+def _forget_clients() -> None:
+    """Start a stage with fresh LLM clients, as its own process under DVC would: the read flow
+    keeps one client per (params, stage label) per process, and a label such as
+    ``retrieve-catrag`` names no dataset, so its usage counters (the usage file, the failure
+    rate check) would otherwise sum over the datasets run before (as ``scripts/drills`` does)."""
+    mod = sys.modules.get("flows.read")
+    if mod is not None:
+        mod._CLIENTS.clear()
 
-    for ds in BM25_DATASETS:
-        _stage(prepare.main, dataset=ds)
-        _stage(retrieve.main, dataset=ds, method="bm25")
-        _stage(evaluate.main, dataset=ds, method="bm25", kind="retrieval")
-    _stage(retrieve.main, dataset="demo", method="dense")
-    _stage(evaluate.main, dataset="demo", method="dense", kind="retrieval")
+
+def _index(run: _Stages, ds: str) -> None:
+    """The proposition index of ``ds`` (LLM extraction on the demo, replayed; the sentence
+    extractor elsewhere) that EviReform, PropRAG, GeAR and the OpenIE triples read."""
+    from stages import canonicalize_entities, extract_propositions, prepare
+
+    run(prepare.main, dataset=ds)
+    run(extract_propositions.main, dataset=ds)
+    run(canonicalize_entities.main, dataset=ds)
 
 
-def _index_runs(evireform: tuple[str, ...], proprag: tuple[str, ...]) -> None:
-    """The proposition index of every dataset that EviReform or PropRAG reads (LLM extraction
-    on the demo, replayed; the sentence extractor elsewhere), then PropRAG."""
-    from stages import canonicalize_entities, evaluate, extract_propositions, retrieve_graph
+def _ranking(run: _Stages, ds: str, name: str) -> None:
+    """Make ``runs/<name>.parquet`` of ``ds`` (and what it reads) with its stage entry point;
+    ``direct`` (the reader without passages) needs the questions only."""
+    from stages import fuse, prepare, retrieve, retrieve_evireform, retrieve_graph
 
-    for ds in dict.fromkeys([*evireform, *proprag]):
-        _stage(extract_propositions.main, dataset=ds)
-        _stage(canonicalize_entities.main, dataset=ds)
-    for ds in proprag:
-        _stage(retrieve_graph.main, dataset=ds, method="proprag")
-        _stage(evaluate.main, dataset=ds, method="proprag", kind="retrieval")
+    run(prepare.main, dataset=ds)
+    if name in ("bm25", "dense"):
+        run(retrieve.main, dataset=ds, method=name)
+    elif name == "proprag":
+        _index(run, ds)
+        run(retrieve_graph.main, dataset=ds, method="proprag")
+    elif name == "evireform-fused":  # ours: robust ⊕ PropRAG
+        _ranking(run, ds, "evireform-robust")
+        _ranking(run, ds, "proprag")
+        run(fuse.main, dataset=ds)
+    elif name.startswith("evireform-"):
+        _index(run, ds)
+        run(retrieve_evireform.main, dataset=ds, variant=name.removeprefix("evireform-"))
+    elif name in BASELINE_METHODS:
+        _baseline(run, ds, name)
+    elif name != "direct":
+        raise ValueError(f"no stage makes runs/{name}.parquet here")
+
+
+def _baseline(run: _Stages, ds: str, name: str) -> None:
+    """An LLM baseline's run through ``stages.retrieve_method`` (dvc.yaml: retrieve_iterative,
+    retrieve_iterative_graph, retrieve_graph, retrieve_rerank), after its inputs: the dense run
+    (the reranked pool), the proposition index (GeAR) and its OpenIE triples (HippoRAG 2,
+    CatRAG; ``graph.openie_by_dataset``: propositions, LLM-free, on the benchmarks)."""
+    from stages import extract_triples, retrieve_method
+
+    if name == "rerank-listwise":
+        _ranking(run, ds, "dense")
+    if name in ("gear", "hipporag2", "catrag"):
+        _index(run, ds)
+    if name in ("hipporag2", "catrag"):
+        run(extract_triples.main, dataset=ds)
+    run(retrieve_method.main, dataset=ds, method=BASELINE_METHODS[name], variant=None)
+    _print_replay(ds, name)
+
+
+def _print_replay(ds: str, name: str) -> None:
+    """One line of a baseline's replay counts from its usage summary: requests, cache hits and
+    failed requests (replay misses: 0, except one per split CatRAG batch and per call that
+    failed in the recorded run too)."""
+    from evichain.paths import DatasetPaths
+
+    usage_name = f"retrieve-{name}"
+    summary = json.loads(DatasetPaths(ds).usage(usage_name).read_text(encoding="utf-8"))
+    usage = summary.get("llm_usage") or {}
+    print(f"[reproduce] {ds} {name}: {usage.get('requests', 0)} requests, "
+          f"{usage.get('cache_hits', 0)} cache hits, {usage.get('calls', 0)} model calls, "
+          f"{usage.get('failures', 0)} failed (split batches: {summary.get('split_batches', 0)}, "
+          f"failure kinds: {summary.get('failure_kinds', {})})")
+
+
+def _retrieval(run: _Stages, ds: str, name: str) -> None:
+    """Make ``name``'s run on ``ds`` and evaluate it (reports/metrics/<ds>/<name>.json)."""
+    from stages import evaluate
+
+    _ranking(run, ds, name)
+    run(evaluate.main, dataset=ds, method=name, kind="retrieval")
+
+
+def _reader(run: _Stages, ds: str, name: str) -> None:
+    """The shared reader over ``name``'s top passages (or ``direct``) on ``ds``, evaluated."""
+    from stages import evaluate, read
+
+    _ranking(run, ds, name)
+    run(read.main, dataset=ds, method=name, evidence=False)
+    run(evaluate.main, dataset=ds, method=name, kind="qa")
 
 
 def _merge_caches(target: Path, extra: tuple[Path, ...]) -> None:
@@ -132,29 +243,20 @@ def _merge_caches(target: Path, extra: tuple[Path, ...]) -> None:
         store.close()
 
 
-def _replayed_runs(cache: Path, evireform: tuple[str, ...], proprag: tuple[str, ...]) -> None:
-    from stages import evaluate, fuse, read, retrieve_evireform
+def baseline_cache(ds: str, name: str) -> Path:
+    """The recorded cache that answers baseline run ``name`` on ``ds``."""
+    return ROOT / "reproduce" / f"{ds}-{BASELINE_CACHE_OF.get((ds, name), name)}-llm-cache.sqlite"
 
+
+@contextlib.contextmanager
+def _replay(cache: Path) -> Iterator[None]:
+    """Answers only from ``cache`` (``EVICHAIN_LLM_REPLAY=1``), checkpoints beside it."""
     keys = ("EVICHAIN_LLM_CACHE", "EVICHAIN_LLM_REPLAY", "EVICHAIN_CHECKPOINT_DIR")
     saved = {k: os.environ.get(k) for k in keys}
     os.environ.update({"EVICHAIN_LLM_CACHE": str(cache), "EVICHAIN_LLM_REPLAY": "1",
                        "EVICHAIN_CHECKPOINT_DIR": str(cache.parent / "checkpoints")})
     try:
-        _index_runs(evireform, proprag)
-        for ds in evireform:
-            for variant in EVIREFORM_VARIANTS:
-                _stage(retrieve_evireform.main, dataset=ds, variant=variant)
-                _stage(evaluate.main, dataset=ds, method=f"evireform-{variant}", kind="retrieval")
-        for ds in (d for d in proprag if d in evireform):  # ours: robust ⊕ PropRAG
-            _stage(fuse.main, dataset=ds)
-            _stage(evaluate.main, dataset=ds, method="evireform-fused", kind="retrieval")
-        for method in ("direct", "bm25", "dense"):
-            _stage(read.main, dataset="demo", method=method, evidence=False)
-            _stage(evaluate.main, dataset="demo", method=method, kind="qa")
-        for ds in (d for d in evireform if d != "demo"):
-            for method in QA_READERS:
-                _stage(read.main, dataset=ds, method=method, evidence=False)
-                _stage(evaluate.main, dataset=ds, method=method, kind="qa")
+        yield
     finally:
         for key, value in saved.items():
             if value is None:
@@ -167,39 +269,115 @@ def _metrics(dataset: str, name: str) -> dict[str, float]:
     return json.loads((Path("reports/metrics") / dataset / f"{name}.json").read_text())
 
 
+def group_of(entry: Entry) -> str:
+    """The group (:data:`GROUPS`) an expected score belongs to."""
+    method = entry.method
+    if method.startswith("qa-"):
+        return "qa"
+    if method in ("bm25", "dense"):
+        return "deterministic"
+    if method in ("proprag", "evireform-fused"):
+        return "proprag"
+    if method.startswith("evireform-"):
+        return "evireform"
+    if method in BASELINE_METHODS:
+        return "baselines"
+    raise ValueError(f"{entry.dataset} {method}: no group")
+
+
+def parse_groups(argv: list[str]) -> tuple[str, ...]:
+    """The groups of ``--only GROUP[,GROUP]`` (or ``--only=...``) in :data:`GROUPS` order;
+    every group without it. A ValueError names an unknown group or a missing value."""
+    values = [a.split("=", 1)[1] for a in argv if a.startswith("--only=")]
+    for i, arg in enumerate(argv):
+        if arg == "--only":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise ValueError("--only needs GROUP[,GROUP]")
+            values.append(argv[i + 1])
+    if not values:
+        return GROUPS
+    chosen = {g.strip() for v in values for g in v.split(",") if g.strip()}
+    unknown = sorted(chosen - set(GROUPS))
+    if unknown or not chosen:
+        raise ValueError(f"unknown group(s) {unknown}; known: {', '.join(GROUPS)}")
+    return tuple(g for g in GROUPS if g in chosen)
+
+
+def select(entries: list[Entry], groups: tuple[str, ...]) -> list[Entry]:
+    """The entries of ``groups``."""
+    return [e for e in entries if group_of(e) in groups]
+
+
 def is_large(entry: Entry) -> bool:
     """Entries whose runs encode a whole benchmark corpus (minutes on 2 cores): EviReform and
-    the reader over its runs on 2wiki_s / MuSiQue, and PropRAG. ``measure(large=False)`` (the
-    test suite) leaves them out."""
+    the reader over its runs on 2wiki_s / MuSiQue, PropRAG, and the LLM baselines there.
+    ``measure(large=False)`` (the test suite) leaves them out."""
     return entry.method in ("proprag", "evireform-fused") or (entry.dataset != "demo"
                                                               and entry.method != "bm25")
 
 
-def measure(cache: Path = RECORDED_CACHE, *, large: bool = True) -> list[Entry]:
-    """Run every sample and return the scores measured now (tolerances as recorded);
-    ``large=False``: without the :func:`is_large` entries."""
-    evireform = EVIREFORM_DATASETS if large else ("demo",)
-    proprag = PROPRAG_DATASETS if large else ()
+def _group_datasets(group: str, large: bool) -> tuple[str, ...]:
+    """The datasets ``group`` is measured on (``large=False``: the demo's only)."""
+    datasets = {"deterministic": BM25_DATASETS, "evireform": EVIREFORM_DATASETS,
+                "proprag": PROPRAG_DATASETS, "qa": EVIREFORM_DATASETS,
+                "baselines": tuple(BASELINE_RUNS)}[group]
+    return datasets if large or group == "deterministic" else tuple(d for d in datasets if d == "demo")
+
+
+def _scores(ds: str, name: str, metrics: tuple[str, ...], tolerance: float,
+            replay: bool) -> list[Entry]:
+    """``metrics`` of ``name`` on ``ds`` as evaluated in the scratch directory."""
+    values = _metrics(ds, name)
+    return [Entry(ds, name, m, values[m], tolerance, replay) for m in metrics]
+
+
+def _measure_group(run: _Stages, group: str, datasets: tuple[str, ...]) -> list[Entry]:
+    """Run the stages of ``group`` on ``datasets`` and return its measured entries."""
+    entries: list[Entry] = []
+    if group == "deterministic":
+        for ds, name in [*((d, "bm25") for d in datasets), ("demo", "dense")]:
+            _retrieval(run, ds, name)
+            entries += _scores(ds, name, METRICS, 1e-6, False)
+    elif group == "evireform":
+        for ds in datasets:
+            for name in (f"evireform-{v}" for v in EVIREFORM_VARIANTS):
+                _retrieval(run, ds, name)
+                entries += _scores(ds, name, METRICS, LLM_BAND, True)
+    elif group == "proprag":
+        for ds in datasets:
+            for name in ("proprag", "evireform-fused"):
+                _retrieval(run, ds, name)
+                entries += _scores(ds, name, METRICS, PROPRAG_BAND, False)
+    elif group == "qa":
+        for ds in datasets:
+            for name in ("direct", "bm25", "dense") if ds == "demo" else QA_READERS:
+                _reader(run, ds, name)
+                entries += _scores(ds, f"qa-{name}", QA_METRICS, LLM_BAND, True)
+    else:
+        for ds in datasets:
+            for name in BASELINE_RUNS[ds]:
+                _retrieval(run, ds, name)
+                entries += _scores(ds, name, METRICS, LLM_BAND, True)
+    return entries
+
+
+def measure(cache: Path = RECORDED_CACHE, *, large: bool = True,
+            groups: tuple[str, ...] = GROUPS) -> list[Entry]:
+    """Run the samples of ``groups`` and return the scores measured now (tolerances as
+    recorded); ``large=False``: without the :func:`is_large` entries."""
     if not cache.exists():
         raise FileNotFoundError(f"{cache}: no recorded LLM cache (copy the cache of `make demo`)")
+    plan = [(g, _group_datasets(g, large)) for g in GROUPS if g in groups]
+    extra = [p for p in EXTRA_CACHES if p.exists()]
+    extra += [baseline_cache(ds, name) for g, datasets in plan if g == "baselines"
+              for ds in datasets for name in BASELINE_RUNS[ds]]
     with _scratch() as work:
         scratch_cache = work / "llm-cache.sqlite"
         shutil.copy2(cache, scratch_cache)
-        _merge_caches(scratch_cache, tuple(p for p in EXTRA_CACHES if p.exists()))
-        _deterministic_runs()
-        _replayed_runs(scratch_cache, evireform, proprag)
-        entries = [Entry(ds, "bm25", m, _metrics(ds, "bm25")[m], 1e-6, False)
-                   for ds in BM25_DATASETS for m in METRICS]
-        entries += [Entry("demo", "dense", m, _metrics("demo", "dense")[m], 1e-6, False) for m in METRICS]
-        entries += [Entry(ds, f"evireform-{v}", m, _metrics(ds, f"evireform-{v}")[m], LLM_BAND, True)
-                    for ds in evireform for v in EVIREFORM_VARIANTS for m in METRICS]
-        entries += [Entry(ds, name, m, _metrics(ds, name)[m], PROPRAG_BAND, False)
-                    for ds in proprag for name in ("proprag", "evireform-fused") for m in METRICS]
-        entries += [Entry("demo", f"qa-{r}", m, _metrics("demo", f"qa-{r}")[m], LLM_BAND, True)
-                    for r in ("direct", "bm25", "dense") for m in QA_METRICS]
-        entries += [Entry(ds, f"qa-{r}", m, _metrics(ds, f"qa-{r}")[m], LLM_BAND, True)
-                    for ds in evireform if ds != "demo" for r in QA_READERS for m in QA_METRICS]
-    return entries
+        _merge_caches(scratch_cache, tuple(dict.fromkeys(extra)))
+        run = _Stages()
+        with _replay(scratch_cache):
+            return [e for g, datasets in plan for e in _measure_group(run, g, datasets)]
 
 
 def load_expected(path: Path = EXPECTED) -> list[Entry]:
@@ -213,15 +391,17 @@ def write_expected(entries: list[Entry], path: Path = EXPECTED) -> None:
     path.write_text(yaml.safe_dump(header, sort_keys=False), encoding="utf-8")
 
 
-def compare(expected: list[Entry], measured: list[Entry]) -> list[str]:
-    """Lines describing every expected score the measured run misses (empty = reproduced).
+def compare(expected: list[Entry], measured: list[Entry],
+            groups: tuple[str, ...] = GROUPS) -> list[str]:
+    """Lines describing every expected score of ``groups`` the measured run misses (empty =
+    reproduced); the expected scores of other groups are not checked.
 
     A replayed LLM score must match exactly (the cache makes it deterministic); its band
     applies to live re-runs only.
     """
     got = {(e.dataset, e.method, e.metric): e.value for e in measured}
     problems = []
-    for e in expected:
+    for e in select(expected, groups):
         value = got.get((e.dataset, e.method, e.metric))
         tol = 1e-6 if e.replay else e.tolerance
         if value is None:
@@ -232,22 +412,51 @@ def compare(expected: list[Entry], measured: list[Entry]) -> list[str]:
     return problems
 
 
+def _key(entry: Entry) -> tuple[str, str, str]:
+    return entry.dataset, entry.method, entry.metric
+
+
+def rewritten(recorded: list[Entry], measured: list[Entry], groups: tuple[str, ...]) -> list[Entry]:
+    """``--write``: the recorded entries of the other groups kept, those of ``groups`` replaced by
+    ``measured`` (in place where the key was recorded, new keys appended)."""
+    fresh = {_key(e): e for e in measured}
+    out = [fresh.pop(_key(e), e) if group_of(e) in groups else e for e in recorded
+           if group_of(e) not in groups or _key(e) in fresh]
+    return out + list(fresh.values())
+
+
+def added(recorded: list[Entry], measured: list[Entry]) -> list[Entry]:
+    """``--add``: the measured entries whose key is not recorded yet."""
+    known = {_key(e) for e in recorded}
+    return [e for e in measured if _key(e) not in known]
+
+
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
-    measured = measure()
+    try:
+        groups = parse_groups(argv)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    measured = measure(groups=groups)
     if "--write" in argv:
-        write_expected(measured)
-        print(f"wrote {len(measured)} expected scores to {EXPECTED}")
+        entries = rewritten(load_expected(), measured, groups)
+        write_expected(entries)
+        print(f"wrote {len(entries)} expected scores ({len(measured)} measured now: "
+              f"{', '.join(groups)}) to {EXPECTED}")
         return 0
-    problems = compare(load_expected(), measured)
+    problems = compare(load_expected(), measured, groups)
     for line in problems:
         print(line)
     if "--add" in argv and not problems:
-        known = {(e.dataset, e.method, e.metric) for e in load_expected()}
-        new = [e for e in measured if (e.dataset, e.method, e.metric) not in known]
+        new = added(load_expected(), measured)
         write_expected(load_expected() + new)
+        for e in new:
+            print(f"added {e.dataset} {e.method} {e.metric} = {e.value:.6f}")
         print(f"added {len(new)} expected scores to {EXPECTED}")
-    print(f"{len(measured) - len(problems)}/{len(measured)} expected scores reproduced")
+    checked = len(select(load_expected(), groups))
+    print(f"{checked - len(problems)}/{checked} expected scores of {', '.join(groups)} reproduced "
+          f"({len(measured)} measured)")
     return 1 if problems else 0
 
 

@@ -3,7 +3,8 @@
 BM25 on a fixed 50-question sample of every benchmark with gold and dense on the demo must
 match to 1e-6; EviReform and the reader on the demo are replayed from the recorded LLM cache
 (no model needed) and must match exactly. The entries that encode a whole benchmark corpus
-(EviReform on 2wiki_s, PropRAG) are left to ``python scripts/reproduce.py``: minutes on 2 cores.
+(EviReform on 2wiki_s, PropRAG, the LLM baselines) are left to ``python scripts/reproduce.py``:
+minutes on 2 cores. ``--only`` (groups of entries) is checked without running a stage.
 """
 
 from __future__ import annotations
@@ -29,6 +30,51 @@ def test_compare_uses_exact_match_for_replayed_and_bands_for_live_scores() -> No
     problems = reproduce.compare(exp, moved)
     assert len(problems) == 2 and "bm25 Recall@5" in problems[0] and "evireform-full" in problems[1]
     assert "not measured" in reproduce.compare(exp, same[:1])[0]
+
+
+def _entry(dataset: str, method: str, value: float = 0.5) -> reproduce.Entry:
+    return reproduce.Entry(dataset, method, "Recall@5", value, 0.1, True)
+
+
+def test_only_selects_groups_and_compare_checks_just_their_entries() -> None:
+    assert reproduce.parse_groups(["--add"]) == reproduce.GROUPS
+    assert reproduce.parse_groups(["--only", "baselines,qa", "--add"]) == ("qa", "baselines")
+    assert reproduce.parse_groups(["--only=proprag"]) == ("proprag",)
+    for bad in (["--only", "nope"], ["--only"], ["--only", "--add"], ["--only="]):
+        with pytest.raises(ValueError):
+            reproduce.parse_groups(bad)
+    groups = {m: reproduce.group_of(_entry("musique", m)) for m in
+              ("bm25", "dense", "evireform-full", "evireform-fused", "proprag", "qa-proprag",
+               "ircot", "gear", "hipporag2", "catrag", "rerank-listwise")}
+    assert groups == {"bm25": "deterministic", "dense": "deterministic",
+                      "evireform-full": "evireform", "evireform-fused": "proprag",
+                      "proprag": "proprag", "qa-proprag": "qa", "ircot": "baselines",
+                      "gear": "baselines", "hipporag2": "baselines", "catrag": "baselines",
+                      "rerank-listwise": "baselines"}
+    expected = [_entry("demo", "bm25"), _entry("musique", "catrag")]
+    measured = [_entry("musique", "catrag")]  # --only baselines: bm25 not measured
+    assert reproduce.compare(expected, measured, ("baselines",)) == []
+    assert "bm25 Recall@5: not measured" in reproduce.compare(expected, measured)[0]
+    moved = [_entry("musique", "catrag", 0.6)]
+    assert len(reproduce.compare(expected, moved, ("baselines",))) == 1
+
+
+def test_add_and_write_keep_the_unselected_groups() -> None:
+    recorded = [_entry("demo", "bm25"), _entry("musique", "catrag"), _entry("musique", "ircot")]
+    measured = [_entry("musique", "catrag", 0.7), _entry("2wiki_s", "gear")]
+    assert reproduce.added(recorded, measured) == [_entry("2wiki_s", "gear")]
+    assert reproduce.rewritten(recorded, measured, ("baselines",)) == [
+        _entry("demo", "bm25"), _entry("musique", "catrag", 0.7), _entry("2wiki_s", "gear")]
+
+
+def test_baselines_are_large_and_replay_from_their_recordings() -> None:
+    runs = [(ds, name) for ds, names in reproduce.BASELINE_RUNS.items() for name in names]
+    assert all(reproduce.is_large(_entry(ds, name)) for ds, name in runs)
+    assert ("musique", "gear") not in runs  # its recording is partial
+    assert set(reproduce.BASELINE_RUNS) <= set(reproduce._group_datasets("baselines", True))
+    assert reproduce._group_datasets("baselines", False) == ()
+    assert all(reproduce.baseline_cache(ds, name).is_file() for ds, name in runs)
+    assert reproduce.baseline_cache("musique", "hipporag2").name == "musique-catrag-llm-cache.sqlite"
 
 
 @pytest.mark.slow
