@@ -27,14 +27,24 @@ def read_run(path: Path, name: str) -> pd.DataFrame:
     return read_parquet(path)
 
 
+def read_trace(path: Path, name: str) -> pd.DataFrame:
+    """One method's trace (its LLM tokens per question); a missing file is an error, never 0
+    tokens (an LLM-free run writes a trace without token columns)."""
+    if not path.exists():
+        raise FileNotFoundError(f"trace of {name!r} not found at {path}: the fused cost needs "
+                                "every run's trace (reproduce that method's retrieve stage)")
+    return read_parquet(path)
+
+
 @flow(name="fuse-runs", log_prints=True)
 def fusion_flow(run_paths: dict[str, Path], fusion: FusionParams,
                 trace_paths: dict[str, Path] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Σ_m w_m · max-scaled s_m over ``run_paths`` (name → run table), top ``fusion.depth``;
-    and the per-question tokens of the runs whose trace exists in ``trace_paths``."""
+    and the per-question tokens of the runs of ``trace_paths`` (every trace must exist: a
+    missing one would make the fused method look cheaper than it is)."""
     runs = {name: read_run(path, name) for name, path in run_paths.items()}
     fused = score_fusion(runs, fusion.weight_of(), fusion.depth)
-    traces = {name: read_parquet(path) for name, path in (trace_paths or {}).items() if path.exists()}
+    traces = {name: read_trace(path, name) for name, path in (trace_paths or {}).items()}
     print(f"fused {sorted(runs)} with weights {fusion.weights}: "
           f"{fused['question_id'].nunique()} questions, {len(fused)} rows; "
           f"token traces of {sorted(traces)}")

@@ -106,12 +106,17 @@ def test_fusion_flow_reads_stored_runs_and_names_a_missing_one(tmp_path: Path) -
     trace = tmp_path / "a-trace.parquet"
     write_parquet(pd.DataFrame({"question_id": ["q1", "q2"], "sel_prompt_tokens": [100, 50],
                                 "sel_completion_tokens": [10, 5], "ref_prompt_tokens": [7, 0]}), trace)
+    llm_free = tmp_path / "b-trace.parquet"  # an LLM-free run's trace: no token columns
+    write_parquet(pd.DataFrame({"question_id": ["q1"], "n_paths": [3]}), llm_free)
     params = FusionParams(name="ab", runs=["a", "b"], weights=[0.5, 0.5], depth=3)
-    fused, tokens = fusion_flow(paths, params, {"a": trace, "b": tmp_path / "no-trace.parquet"})
+    fused, tokens = fusion_flow(paths, params, {"a": trace, "b": llm_free})
     expected = score_fusion({n: read_parquet(p) for n, p in paths.items()}, params.weight_of(), 3)
     pd.testing.assert_frame_equal(fused.reset_index(drop=True), expected.reset_index(drop=True))
     assert tokens.to_dict("list") == {"question_id": ["q1", "q2"], "a_prompt_tokens": [107, 50],
-                                      "a_completion_tokens": [10, 5]}
+                                      "a_completion_tokens": [10, 5], "b_prompt_tokens": [0, 0],
+                                      "b_completion_tokens": [0, 0]}
+    with pytest.raises(FileNotFoundError, match="trace of 'b' not found"):
+        fusion_flow(paths, params, {"a": trace, "b": tmp_path / "no-trace.parquet"})
     with pytest.raises(FileNotFoundError, match="run of 'c' not found"):
         fusion_flow({**paths, "c": tmp_path / "c.parquet"},
                     FusionParams(name="abc", runs=["a", "b", "c"], weights=[1, 1, 1]))
