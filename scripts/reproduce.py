@@ -26,7 +26,7 @@ pipeline must give on a fixed sample, with a tolerance:
   :data:`LLM_BAND`): IRCoT, Self-Ask, S2G-RAG (``retrieve_iterative``), listwise reranking of
   the dense top 40 (``rerank-listwise``, ``retrieve_rerank``), HippoRAG 2 and CatRAG
   (``retrieve_graph``, over the LLM-free ``extract_triples`` index of the propositions) on both,
-  and GeAR (``retrieve_iterative_graph``) on ``2wiki_s`` only (its MuSiQue recording is partial).
+  and GeAR (``retrieve_iterative_graph``).
   HippoRAG 2 on MuSiQue has no file of its own: its one LLM step (the recognition-memory filter,
   ``graph.hipporag2.recognition_memory``) sends exactly CatRAG's filter prompts, whose answers
   ``reproduce/musique-catrag-llm-cache.sqlite`` holds (as the 100 filter answers of
@@ -83,10 +83,10 @@ BASELINE_METHODS: dict[str, str] = {
     "ircot": "ircot", "self_ask": "self_ask", "s2g_rag": "s2g_rag", "gear": "gear",
     "hipporag2": "hipporag2", "catrag": "catrag", "rerank-listwise": "listwise",
 }
-# the runs replayed per dataset; GeAR on MuSiQue is left out: its recording is partial
+# the runs replayed per dataset
 BASELINE_RUNS: dict[str, tuple[str, ...]] = {
     "2wiki_s": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise"),
-    "musique": ("ircot", "self_ask", "s2g_rag", "hipporag2", "catrag", "rerank-listwise"),
+    "musique": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise"),
 }
 # runs whose answers another run's recording holds: HippoRAG 2's filter prompts are CatRAG's
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
