@@ -19,20 +19,14 @@ from evichain.retrieval.params import FusionParams
 
 
 @task(retries=1, retry_delay_seconds=2, cache_policy=NO_CACHE, task_run_name="read-run-{name}")
-def read_run(path: Path, name: str) -> pd.DataFrame:
-    """One method's run table; a missing file names the stage that writes it."""
+def read_run(path: Path, name: str, kind: str = "run") -> pd.DataFrame:
+    """One method's run table (or, ``kind="trace"``, its trace of LLM tokens per question); a
+    missing file is an error naming the stage that writes it, never an empty table (a missing
+    trace would make the fused method look cheaper; an LLM-free run writes one without token
+    columns)."""
     if not path.exists():
-        raise FileNotFoundError(f"run of {name!r} not found at {path}: reproduce that method's "
+        raise FileNotFoundError(f"{kind} of {name!r} not found at {path}: reproduce that method's "
                                 "retrieve stage first (fusion.runs)")
-    return read_parquet(path)
-
-
-def read_trace(path: Path, name: str) -> pd.DataFrame:
-    """One method's trace (its LLM tokens per question); a missing file is an error, never 0
-    tokens (an LLM-free run writes a trace without token columns)."""
-    if not path.exists():
-        raise FileNotFoundError(f"trace of {name!r} not found at {path}: the fused cost needs "
-                                "every run's trace (reproduce that method's retrieve stage)")
     return read_parquet(path)
 
 
@@ -44,7 +38,7 @@ def fusion_flow(run_paths: dict[str, Path], fusion: FusionParams,
     missing one would make the fused method look cheaper than it is)."""
     runs = {name: read_run(path, name) for name, path in run_paths.items()}
     fused = score_fusion(runs, fusion.weight_of(), fusion.depth)
-    traces = {name: read_trace(path, name) for name, path in (trace_paths or {}).items()}
+    traces = {name: read_run(path, name, "trace") for name, path in (trace_paths or {}).items()}
     print(f"fused {sorted(runs)} with weights {fusion.weights}: "
           f"{fused['question_id'].nunique()} questions, {len(fused)} rows; "
           f"token traces of {sorted(traces)}")

@@ -38,10 +38,11 @@ from evichain.metrics.retrieval import per_question_metrics  # noqa: E402
 from evichain.paths import DatasetPaths  # noqa: E402
 from evichain.report.ablations import paired_contrasts  # noqa: E402
 from evichain.report.tables import ci_text, render_plain_markdown  # noqa: E402
-from evichain.retrieval.fusion import score_fusion  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tune_fusion import GRID, fused_at, proprag_run  # noqa: E402  (the tuner's grid and fusion)
 
 METRICS = ("Recall@5", "Chain@5")
-GRID = tuple(round(0.1 * i, 1) for i in range(11))
 OUT = Path(__file__).with_suffix(".results.md")
 FIGURE = Path("reports/sensitivity/fusion_weight.png")
 
@@ -64,8 +65,7 @@ def sweep(robust: pd.DataFrame, proprag: pd.DataFrame, questions: pd.DataFrame, 
     base = per_question_metrics(proprag, questions)
     rows = []
     for w in GRID:
-        fused = score_fusion({"robust": robust, "proprag": proprag},
-                             {"robust": w, "proprag": round(1 - w, 1)}, depth)
+        fused = fused_at(robust, proprag, w, depth)
         per_q = {"fused": per_question_metrics(fused, questions), "proprag": base}
         ci = paired_contrasts(per_q, dataset, [("fused − PropRAG", "fused", "proprag")], METRICS,
                               n_resamples=n_resamples)
@@ -80,9 +80,6 @@ def sweep(robust: pd.DataFrame, proprag: pd.DataFrame, questions: pd.DataFrame, 
 
 def tuning_sweep(P: Params) -> tuple[str, pd.DataFrame]:
     """The tuning sample's sweep (PropRAG re-run in-process, robust from its stored run)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from tune_fusion import proprag_run
-
     dataset = P.tuning_datasets[0]
     paths = DatasetPaths(dataset)
     proprag, _ = proprag_run(P, dataset)

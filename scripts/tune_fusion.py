@@ -55,13 +55,18 @@ def scores(run: pd.DataFrame, questions: pd.DataFrame) -> dict[str, float]:
     return {m: round(100 * float(pq[m].mean()), 2) for m in METRICS}
 
 
+def fused_at(robust: pd.DataFrame, proprag: pd.DataFrame, w: float, depth: int) -> pd.DataFrame:
+    """The fused run with weight w on robust and 1 − w on PropRAG (the ``fuse`` stage's code)."""
+    return score_fusion({"robust": robust, "proprag": proprag},
+                        {"robust": w, "proprag": round(1 - w, 1)}, depth)
+
+
 def grid(robust: pd.DataFrame, proprag: pd.DataFrame, questions: pd.DataFrame,
          depth: int) -> pd.DataFrame:
     """One row per robust weight w (PropRAG gets 1 − w)."""
     rows = []
     for w in GRID:
-        fused = score_fusion({"robust": robust, "proprag": proprag},
-                             {"robust": w, "proprag": round(1 - w, 1)}, depth)
+        fused = fused_at(robust, proprag, w, depth)
         rows.append({"w (robust)": w, "1 − w (PropRAG)": round(1 - w, 1), **scores(fused, questions)})
     return pd.DataFrame(rows)
 
