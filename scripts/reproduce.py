@@ -32,10 +32,18 @@ pipeline must give on a fixed sample, with a tolerance:
   ``reproduce/musique-catrag-llm-cache.sqlite`` holds (as the 100 filter answers of
   ``2wiki_s-hipporag2`` are ``2wiki_s-catrag``'s). A CatRAG replay fails one request per
   scoring batch its live run split (the halves' answers are recorded, never the overflowing
-  batch's: ``evichain.methods.graph.catrag``); each baseline prints its replay counts.
+  batch's: ``evichain.methods.graph.catrag``); each baseline prints its replay counts;
+* CEE full and its three ablations (issue 40) on MuSiQue-100: the facet index
+  (``generate_facets``, restricted as in the recorded run) and the exploration replayed from
+  ``reproduce/<dataset>-cee-llm-cache.sqlite`` (the facet answers and the full run's probe and
+  summary answers; the ablations make a subset of full's calls). A summary that failed in the
+  recorded run fails again as a replay miss (failures are never cached), which stops that
+  question's exploration as it did live (``summary_failed``); and the shared reader over CEE
+  full's top 5 there (``qa-cee-full``, from ``reproduce/qa-llm-cache.sqlite``, in this group).
 
 Entries belong to groups (:data:`GROUPS`, :func:`group_of`): ``deterministic`` (BM25, dense),
-``evireform``, ``proprag`` (PropRAG and evireform-fused), ``qa`` (the reader) and ``baselines``.
+``evireform``, ``proprag`` (PropRAG and evireform-fused), ``qa`` (the reader), ``baselines``
+and ``cee``.
 ``--only`` runs just the stages a subset of groups needs and checks only its entries.
 
 The run uses the real stage entry points in-process, in a scratch directory.
@@ -44,6 +52,7 @@ The run uses the real stage entry points in-process, in a scratch directory.
     python scripts/reproduce.py --write    # re-record the expected scores (after a deliberate change)
     python scripts/reproduce.py --add      # record new entries only if every recorded one reproduces
     python scripts/reproduce.py --only baselines[,qa] [--add|--write]   # just these groups
+    python scripts/reproduce.py --only cee --add                         # CEE (~minutes)
 """
 
 from __future__ import annotations
@@ -90,7 +99,13 @@ BASELINE_RUNS: dict[str, tuple[str, ...]] = {
 }
 # runs whose answers another run's recording holds: HippoRAG 2's filter prompts are CatRAG's
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
-GROUPS = ("deterministic", "evireform", "proprag", "qa", "baselines")
+# CEE (issue 40): the variants replayed per dataset from reproduce/<dataset>-cee-llm-cache.sqlite
+CEE_RUNS: dict[str, tuple[str, ...]] = {
+    "musique": ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential"),
+}
+# the datasets where the reader over cee-full's top 5 is recorded (qa-cee-full, group cee)
+CEE_READ = ("musique",)
+GROUPS = ("deterministic", "evireform", "proprag", "qa", "baselines", "cee")
 
 
 @dataclass(frozen=True)
@@ -161,7 +176,8 @@ def _index(run: _Stages, ds: str) -> None:
 def _ranking(run: _Stages, ds: str, name: str) -> None:
     """Make ``runs/<name>.parquet`` of ``ds`` (and what it reads) with its stage entry point;
     ``direct`` (the reader without passages) needs the questions only."""
-    from stages import fuse, prepare, retrieve, retrieve_evireform, retrieve_graph
+    from stages import (fuse, generate_facets, prepare, retrieve, retrieve_evireform,
+                        retrieve_graph, retrieve_method)
 
     run(prepare.main, dataset=ds)
     if name in ("bm25", "dense"):
@@ -178,6 +194,10 @@ def _ranking(run: _Stages, ds: str, name: str) -> None:
         run(retrieve_evireform.main, dataset=ds, variant=name.removeprefix("evireform-"))
     elif name in BASELINE_METHODS:
         _baseline(run, ds, name)
+    elif name.startswith("cee-"):
+        run(generate_facets.main, dataset=ds)
+        run(retrieve_method.main, dataset=ds, method="cee", variant=name.removeprefix("cee-"))
+        _print_replay(ds, name, usage_name=f"retrieve_cee-{name.removeprefix('cee-')}")
     elif name != "direct":
         raise ValueError(f"no stage makes runs/{name}.parquet here")
 
@@ -199,13 +219,13 @@ def _baseline(run: _Stages, ds: str, name: str) -> None:
     _print_replay(ds, name)
 
 
-def _print_replay(ds: str, name: str) -> None:
+def _print_replay(ds: str, name: str, usage_name: str | None = None) -> None:
     """One line of a baseline's replay counts from its usage summary: requests, cache hits and
     failed requests (replay misses: 0, except one per split CatRAG batch and per call that
     failed in the recorded run too)."""
     from evichain.paths import DatasetPaths
 
-    usage_name = f"retrieve-{name}"
+    usage_name = usage_name or f"retrieve-{name}"
     summary = json.loads(DatasetPaths(ds).usage(usage_name).read_text(encoding="utf-8"))
     usage = summary.get("llm_usage") or {}
     print(f"[reproduce] {ds} {name}: {usage.get('requests', 0)} requests, "
@@ -243,6 +263,11 @@ def _merge_caches(target: Path, extra: tuple[Path, ...]) -> None:
         store.close()
 
 
+def cee_cache(ds: str) -> Path:
+    """The recorded cache that answers CEE's facets and exploration on ``ds``."""
+    return ROOT / "reproduce" / f"{ds}-cee-llm-cache.sqlite"
+
+
 def baseline_cache(ds: str, name: str) -> Path:
     """The recorded cache that answers baseline run ``name`` on ``ds``."""
     return ROOT / "reproduce" / f"{ds}-{BASELINE_CACHE_OF.get((ds, name), name)}-llm-cache.sqlite"
@@ -272,6 +297,8 @@ def _metrics(dataset: str, name: str) -> dict[str, float]:
 def group_of(entry: Entry) -> str:
     """The group (:data:`GROUPS`) an expected score belongs to."""
     method = entry.method
+    if method.startswith(("cee-", "qa-cee-")):
+        return "cee"
     if method.startswith("qa-"):
         return "qa"
     if method in ("bm25", "dense"):
@@ -310,7 +337,7 @@ def select(entries: list[Entry], groups: tuple[str, ...]) -> list[Entry]:
 
 def is_large(entry: Entry) -> bool:
     """Entries whose runs encode a whole benchmark corpus (minutes on 2 cores): EviReform and
-    the reader over its runs on 2wiki_s / MuSiQue, PropRAG, and the LLM baselines there.
+    the reader over its runs on 2wiki_s / MuSiQue, PropRAG, and the LLM baselines and CEE there.
     ``measure(large=False)`` (the test suite) leaves them out."""
     return entry.method in ("proprag", "evireform-fused") or (entry.dataset != "demo"
                                                               and entry.method != "bm25")
@@ -320,7 +347,7 @@ def _group_datasets(group: str, large: bool) -> tuple[str, ...]:
     """The datasets ``group`` is measured on (``large=False``: the demo's only)."""
     datasets = {"deterministic": BM25_DATASETS, "evireform": EVIREFORM_DATASETS,
                 "proprag": PROPRAG_DATASETS, "qa": EVIREFORM_DATASETS,
-                "baselines": tuple(BASELINE_RUNS)}[group]
+                "baselines": tuple(BASELINE_RUNS), "cee": tuple(CEE_RUNS)}[group]
     return datasets if large or group == "deterministic" else tuple(d for d in datasets if d == "demo")
 
 
@@ -354,10 +381,14 @@ def _measure_group(run: _Stages, group: str, datasets: tuple[str, ...]) -> list[
                 _reader(run, ds, name)
                 entries += _scores(ds, f"qa-{name}", QA_METRICS, LLM_BAND, True)
     else:
+        runs = BASELINE_RUNS if group == "baselines" else CEE_RUNS
         for ds in datasets:
-            for name in BASELINE_RUNS[ds]:
+            for name in runs[ds]:
                 _retrieval(run, ds, name)
                 entries += _scores(ds, name, METRICS, LLM_BAND, True)
+            if group == "cee" and ds in CEE_READ:
+                _reader(run, ds, "cee-full")
+                entries += _scores(ds, "qa-cee-full", QA_METRICS, LLM_BAND, True)
     return entries
 
 
@@ -371,6 +402,7 @@ def measure(cache: Path = RECORDED_CACHE, *, large: bool = True,
     extra = [p for p in EXTRA_CACHES if p.exists()]
     extra += [baseline_cache(ds, name) for g, datasets in plan if g == "baselines"
               for ds in datasets for name in BASELINE_RUNS[ds]]
+    extra += [cee_cache(ds) for g, datasets in plan if g == "cee" for ds in datasets]
     with _scratch() as work:
         scratch_cache = work / "llm-cache.sqlite"
         shutil.copy2(cache, scratch_cache)

@@ -45,12 +45,12 @@ def test_only_selects_groups_and_compare_checks_just_their_entries() -> None:
             reproduce.parse_groups(bad)
     groups = {m: reproduce.group_of(_entry("musique", m)) for m in
               ("bm25", "dense", "evireform-full", "evireform-fused", "proprag", "qa-proprag",
-               "ircot", "gear", "hipporag2", "catrag", "rerank-listwise")}
+               "ircot", "gear", "hipporag2", "catrag", "rerank-listwise", "cee-no_coverage", "qa-cee-full")}
     assert groups == {"bm25": "deterministic", "dense": "deterministic",
                       "evireform-full": "evireform", "evireform-fused": "proprag",
                       "proprag": "proprag", "qa-proprag": "qa", "ircot": "baselines",
                       "gear": "baselines", "hipporag2": "baselines", "catrag": "baselines",
-                      "rerank-listwise": "baselines"}
+                      "rerank-listwise": "baselines", "cee-no_coverage": "cee", "qa-cee-full": "cee"}
     expected = [_entry("demo", "bm25"), _entry("musique", "catrag")]
     measured = [_entry("musique", "catrag")]  # --only baselines: bm25 not measured
     assert reproduce.compare(expected, measured, ("baselines",)) == []
@@ -75,6 +75,15 @@ def test_baselines_are_large_and_replay_from_their_recordings() -> None:
     assert reproduce._group_datasets("baselines", False) == ()
     assert all(reproduce.baseline_cache(ds, name).is_file() for ds, name in runs)
     assert reproduce.baseline_cache("musique", "hipporag2").name == "musique-catrag-llm-cache.sqlite"
+
+
+def test_cee_is_large_and_replays_from_its_recording() -> None:
+    runs = [(ds, name) for ds, names in reproduce.CEE_RUNS.items() for name in names]
+    assert ("musique", "cee-full") in runs
+    assert all(reproduce.is_large(_entry(ds, name)) for ds, name in runs)
+    assert reproduce._group_datasets("cee", True) == tuple(reproduce.CEE_RUNS)
+    assert reproduce._group_datasets("cee", False) == ()
+    assert all(reproduce.cee_cache(ds).is_file() for ds in reproduce.CEE_RUNS)
 
 
 @pytest.mark.slow
