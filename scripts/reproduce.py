@@ -220,18 +220,20 @@ def _baseline(run: _Stages, ds: str, name: str) -> None:
 
 
 def _print_replay(ds: str, name: str, usage_name: str | None = None) -> None:
-    """One line of a baseline's replay counts from its usage summary: requests, cache hits and
-    failed requests (replay misses: 0, except one per split CatRAG batch and per call that
-    failed in the recorded run too)."""
+    """One line of a baseline's (or CEE's) replay counts from its usage summary: requests, cache
+    hits and failed requests (replay misses: 0, except one per split CatRAG batch and per call
+    that failed in the recorded run too; CEE's stop reasons name the summary that failed)."""
     from evichain.paths import DatasetPaths
 
     usage_name = usage_name or f"retrieve-{name}"
     summary = json.loads(DatasetPaths(ds).usage(usage_name).read_text(encoding="utf-8"))
     usage = summary.get("llm_usage") or {}
+    detail = (f"stop reasons: {summary['stop_reasons']}" if "stop_reasons" in summary  # CEE
+              else f"split batches: {summary.get('split_batches', 0)}, "
+                   f"failure kinds: {summary.get('failure_kinds', {})}")
     print(f"[reproduce] {ds} {name}: {usage.get('requests', 0)} requests, "
           f"{usage.get('cache_hits', 0)} cache hits, {usage.get('calls', 0)} model calls, "
-          f"{usage.get('failures', 0)} failed (split batches: {summary.get('split_batches', 0)}, "
-          f"failure kinds: {summary.get('failure_kinds', {})})")
+          f"{usage.get('failures', 0)} failed ({detail})")
 
 
 def _retrieval(run: _Stages, ds: str, name: str) -> None:
