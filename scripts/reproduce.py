@@ -145,12 +145,15 @@ class _Stages:
 
     done: set[tuple[object, ...]] = field(default_factory=set)
 
-    def __call__(self, main: Callable[..., None], **kwargs: object) -> None:
+    def __call__(self, main: Callable[..., None], **kwargs: object) -> bool:
+        """Run ``main(**kwargs)`` unless it already ran; True when it ran now."""
         key = (main, *sorted(kwargs.items()))
-        if key not in self.done:
-            self.done.add(key)
-            _forget_clients()
-            main(params_file=Path("params.yaml"), **kwargs)
+        if key in self.done:
+            return False
+        self.done.add(key)
+        _forget_clients()
+        main(params_file=Path("params.yaml"), **kwargs)
+        return True
 
 
 def _forget_clients() -> None:
@@ -196,8 +199,9 @@ def _ranking(run: _Stages, ds: str, name: str) -> None:
         _baseline(run, ds, name)
     elif name.startswith("cee-"):
         run(generate_facets.main, dataset=ds)
-        run(retrieve_method.main, dataset=ds, method="cee", variant=name.removeprefix("cee-"))
-        _print_replay(ds, name, usage_name=f"retrieve_cee-{name.removeprefix('cee-')}")
+        variant = name.removeprefix("cee-")
+        if run(retrieve_method.main, dataset=ds, method="cee", variant=variant):
+            _print_replay(ds, name, usage_name=f"retrieve_cee-{variant}")
     elif name != "direct":
         raise ValueError(f"no stage makes runs/{name}.parquet here")
 
