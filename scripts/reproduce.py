@@ -33,7 +33,8 @@ pipeline must give on a fixed sample, with a tolerance:
   ``2wiki_s-hipporag2`` are ``2wiki_s-catrag``'s). A CatRAG replay fails one request per
   scoring batch its live run split (the halves' answers are recorded, never the overflowing
   batch's: ``evichain.methods.graph.catrag``); each baseline prints its replay counts;
-* CEE full and its three ablations (issue 40) on MuSiQue-100: the facet index
+* CEE full and its three ablations (issue 40) on MuSiQue-100 and the whole ``2wiki_s``
+  (100 questions, not 50: :data:`WHOLE_SAMPLE_GROUPS`, in a scratch directory of their own): the facet index
   (``generate_facets``, restricted as in the recorded run) and the exploration replayed from
   ``reproduce/<dataset>-cee-llm-cache.sqlite`` (the facet answers and the full run's probe and
   summary answers; the ablations make a subset of full's calls). A summary that failed in the
@@ -101,10 +102,15 @@ BASELINE_RUNS: dict[str, tuple[str, ...]] = {
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
 # CEE (issue 40): the variants replayed per dataset from reproduce/<dataset>-cee-llm-cache.sqlite
 CEE_RUNS: dict[str, tuple[str, ...]] = {
-    "musique": ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential"),
+    ds: ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential")
+    for ds in ("musique", "2wiki_s")
 }
 # the datasets where the reader over cee-full's top 5 is recorded (qa-cee-full, group cee)
-CEE_READ = ("musique",)
+CEE_READ = ("musique", "2wiki_s")
+# Groups replayed on the reported samples whole, not their first SAMPLE_QUESTIONS questions: CEE's
+# restricted facet index covers the passages that *any* question's dense top 3 reaches, so a cut
+# sample would index fewer passages, rank differently and ask for probes never recorded.
+WHOLE_SAMPLE_GROUPS = ("cee",)
 GROUPS = ("deterministic", "evireform", "proprag", "qa", "baselines", "cee")
 
 
@@ -121,14 +127,15 @@ class Entry:
 
 
 @contextlib.contextmanager
-def _scratch() -> Iterator[Path]:
-    """A scratch working directory with the params of the expected-scores samples."""
+def _scratch(cut: bool = True) -> Iterator[Path]:
+    """A scratch working directory with the params of the expected-scores samples
+    (``cut=False``: the reported samples whole, see :data:`WHOLE_SAMPLE_GROUPS`)."""
     old = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="evichain-2cr-") as tmp:
         work = Path(tmp)
         (work / "data").symlink_to(ROOT / "data")
         params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-        for name in ("2wiki_s", "hotpotqa_s"):
+        for name in ("2wiki_s", "hotpotqa_s") if cut else ():
             params["data"]["samples"][name]["n_questions"] = SAMPLE_QUESTIONS
         (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
         os.chdir(work)
@@ -409,10 +416,23 @@ def measure(cache: Path = RECORDED_CACHE, *, large: bool = True,
     extra += [baseline_cache(ds, name) for g, datasets in plan if g == "baselines"
               for ds in datasets for name in BASELINE_RUNS[ds]]
     extra += [cee_cache(ds) for g, datasets in plan if g == "cee" for ds in datasets]
-    with _scratch() as work:
+    entries: list[Entry] = []
+    for cut in (True, False):
+        part = [(g, ds) for g, ds in plan if ds and (g in WHOLE_SAMPLE_GROUPS) != cut]
+        if part:
+            entries += _measure_in_scratch(cache, tuple(dict.fromkeys(extra)), part, cut)
+    order = {g: i for i, g in enumerate(GROUPS)}
+    return sorted(entries, key=lambda e: order[group_of(e)])
+
+
+def _measure_in_scratch(cache: Path, extra: tuple[Path, ...],
+                        plan: list[tuple[str, tuple[str, ...]]], cut: bool) -> list[Entry]:
+    """Measure ``plan`` in one scratch directory (:func:`_scratch`), replaying ``cache`` merged
+    with ``extra``."""
+    with _scratch(cut) as work:
         scratch_cache = work / "llm-cache.sqlite"
         shutil.copy2(cache, scratch_cache)
-        _merge_caches(scratch_cache, tuple(dict.fromkeys(extra)))
+        _merge_caches(scratch_cache, extra)
         run = _Stages()
         with _replay(scratch_cache):
             return [e for g, datasets in plan for e in _measure_group(run, g, datasets)]
@@ -424,7 +444,8 @@ def load_expected(path: Path = EXPECTED) -> list[Entry]:
 
 
 def write_expected(entries: list[Entry], path: Path = EXPECTED) -> None:
-    header = {"questions_per_sample": SAMPLE_QUESTIONS, "llm_cache": RECORDED_CACHE.name,
+    header = {"questions_per_sample": SAMPLE_QUESTIONS,
+              "whole_sample_groups": list(WHOLE_SAMPLE_GROUPS), "llm_cache": RECORDED_CACHE.name,
               "scores": [{**e.__dict__, "value": round(e.value, 6)} for e in entries]}
     path.write_text(yaml.safe_dump(header, sort_keys=False), encoding="utf-8")
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -84,6 +85,21 @@ def test_cee_is_large_and_replays_from_its_recording() -> None:
     assert reproduce._group_datasets("cee", True) == tuple(reproduce.CEE_RUNS)
     assert reproduce._group_datasets("cee", False) == ()
     assert all(reproduce.cee_cache(ds).is_file() for ds in reproduce.CEE_RUNS)
+    assert set(reproduce.CEE_READ) <= set(reproduce.CEE_RUNS)
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_scratch_cuts_the_samples_except_for_whole_sample_groups(cut: bool) -> None:
+    """CEE's facet index depends on every question of its sample: its group replays the
+    reported samples whole, every other group their first SAMPLE_QUESTIONS questions."""
+    reported = yaml.safe_load((reproduce.ROOT / "params.yaml").read_text(encoding="utf-8"))
+    with reproduce._scratch(cut) as work:
+        params = yaml.safe_load((work / "params.yaml").read_text(encoding="utf-8"))
+    for name in ("2wiki_s", "hotpotqa_s"):
+        n = params["data"]["samples"][name]["n_questions"]
+        assert n == (reproduce.SAMPLE_QUESTIONS if cut
+                     else reported["data"]["samples"][name]["n_questions"])
+    assert "cee" in reproduce.WHOLE_SAMPLE_GROUPS
 
 
 @pytest.mark.slow
