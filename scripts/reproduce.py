@@ -412,17 +412,23 @@ def measure(cache: Path = RECORDED_CACHE, *, large: bool = True,
     if not cache.exists():
         raise FileNotFoundError(f"{cache}: no recorded LLM cache (copy the cache of `make demo`)")
     plan = [(g, _group_datasets(g, large)) for g in GROUPS if g in groups]
-    extra = [p for p in EXTRA_CACHES if p.exists()]
-    extra += [baseline_cache(ds, name) for g, datasets in plan if g == "baselines"
-              for ds in datasets for name in BASELINE_RUNS[ds]]
-    extra += [cee_cache(ds) for g, datasets in plan if g == "cee" for ds in datasets]
     entries: list[Entry] = []
     for cut in (True, False):
         part = [(g, ds) for g, ds in plan if ds and (g in WHOLE_SAMPLE_GROUPS) != cut]
         if part:
-            entries += _measure_in_scratch(cache, tuple(dict.fromkeys(extra)), part, cut)
+            entries += _measure_in_scratch(cache, _recordings(part), part, cut)
     order = {g: i for i, g in enumerate(GROUPS)}
     return sorted(entries, key=lambda e: order[group_of(e)])
+
+
+def _recordings(plan: list[tuple[str, tuple[str, ...]]]) -> tuple[Path, ...]:
+    """The recorded caches ``plan``'s groups replay from (merged into its scratch cache): the
+    shared :data:`EXTRA_CACHES`, each baseline run's and each CEE dataset's own file."""
+    extra = [p for p in EXTRA_CACHES if p.exists()]
+    extra += [baseline_cache(ds, name) for g, datasets in plan if g == "baselines"
+              for ds in datasets for name in BASELINE_RUNS[ds]]
+    extra += [cee_cache(ds) for g, datasets in plan if g == "cee" for ds in datasets]
+    return tuple(dict.fromkeys(extra))
 
 
 def _measure_in_scratch(cache: Path, extra: tuple[Path, ...],
