@@ -130,6 +130,8 @@ def test_params_yaml_robust_block_is_the_recorded_tuning_choice() -> None:
     chosen = json.loads(recorded.read_text())["chosen"]
     assert {k: getattr(params.robust, k) for k in chosen} == chosen
     tune, reported = full.data.samples[tuning_dataset], full.data.samples["2wiki_s"]
+    # the recorded search ran on the whole tuning sample params.yaml names
+    assert json.loads(recorded.read_text())["questions"] == tune.n_questions
     assert tune.source == reported.source and tune.offset >= reported.offset + reported.n_questions
 
 

@@ -139,3 +139,19 @@ def test_tune_script_grid_spans_both_runs_and_picks_the_middle_of_ties() -> None
     tied = pd.DataFrame({"w (robust)": [0.2, 0.3, 0.4, 0.6], "Recall@5": [1, 2, 2, 2],
                          "Chain@5": [0, 0, 0, 0]})
     assert tune.choose(tied) == 0.4
+
+
+def test_params_yaml_fusion_weights_are_the_recorded_tuning_choice() -> None:
+    """``fusion.weights`` must be what ``scripts/tune_fusion.py`` chose on the whole tuning
+    sample (its committed ``.results.md``), as ``evireform.robust`` is ``tune_evireform``'s."""
+    import re
+
+    P = load_params(ROOT / "params.yaml")
+    text = (ROOT / "scripts" / "tune_fusion.results.md").read_text()
+    header = re.search(r"^# evireform-fused weights: (\S+) \((\d+) questions", text, re.M)
+    chosen = re.search(r"→ \*\*w = ([0-9.]+)\*\*", text)
+    assert header and chosen, "scripts/tune_fusion.results.md lacks its header or its choice"
+    dataset, n = header.group(1), int(header.group(2))
+    assert dataset in P.tuning_datasets and n == P.data.samples[dataset].n_questions
+    w = float(chosen.group(1))
+    assert P.fusion.weights == pytest.approx([w, 1.0 - w])

@@ -6,7 +6,7 @@ subset of its questions, in release order (no randomness):
 
 * ``per_type: false``: the first ``n_questions`` questions after the first ``offset`` (2Wiki:
   gold-reliable ones only, the questions the evaluation counts); ``offset`` keeps a tuning
-  sample (``2wiki_tune_s``: reliable questions 101-138) disjoint from a reported one
+  sample (``2wiki_tune_s``: reliable questions 101-200) disjoint from a reported one
   (``2wiki_s``: 1-100);
 * ``per_type: true``: the first ``n_questions`` questions of each ``type`` (GraphRAG-Bench
   Medical's four question types), types in order of first appearance.

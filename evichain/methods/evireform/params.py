@@ -60,7 +60,7 @@ class IndexParams(Section):
 class RobustParams(Section):
     """Settings of the ``robust`` and ``hybrid`` variants (ours, not the paper's; issue 38).
 
-    Tuned on ``2wiki_tune_s`` (2Wiki reliable questions 101-138, outside every reported
+    Tuned on ``2wiki_tune_s`` (2Wiki reliable questions 101-200, outside every reported
     sample) by ``tune_evireform``; the paper-faithful variants never read this block.
 
     * ``backstop_eps``: ε of the dense backstop s′ = s + ε û, û = the candidates' u
