@@ -2,9 +2,10 @@
 
 ``fusion.weights`` was chosen on the tuning sample only (``scripts/tune_fusion.py``: w = 0.2
 won on the 100 tuning questions and went into ``params.yaml`` before either reported sample
-was fused with it; the first, 38-question choice was 0.5). This script answers the question a reader of the reported numbers asks next:
-how much does the reported gain over PropRAG depend on that choice? For w ∈ {0, 0.1, …, 1} it
-fuses the stored runs of every dataset of ``fusion_datasets`` exactly as the ``fuse`` stage does
+was fused with it; the first, 38-question choice was 0.5). This script answers the question a
+reader of the reported numbers asks next: how much does the reported gain over PropRAG depend
+on that choice? For w ∈ {0, 0.1, …, 1} it fuses the stored runs of every dataset of
+``fusion_datasets`` exactly as the ``fuse`` stage does
 
     f(q, p) = w · s_robust(q, p) / max s_robust + (1 − w) · s_PropRAG(q, p) / max s_PropRAG
 

@@ -127,11 +127,12 @@ def test_params_yaml_robust_block_is_the_recorded_tuning_choice() -> None:
     recorded = Path(f"reports/tuning/{tuning_dataset}-evireform.json")
     if not recorded.exists():
         pytest.fail(f"{recorded} missing: run `dvc repro tune_evireform` and commit it")
-    chosen = json.loads(recorded.read_text())["chosen"]
+    search = json.loads(recorded.read_text())
+    chosen = search["chosen"]
     assert {k: getattr(params.robust, k) for k in chosen} == chosen
     tune, reported = full.data.samples[tuning_dataset], full.data.samples["2wiki_s"]
     # the recorded search ran on the whole tuning sample params.yaml names
-    assert json.loads(recorded.read_text())["questions"] == tune.n_questions
+    assert search["questions"] == tune.n_questions
     assert tune.source == reported.source and tune.offset >= reported.offset + reported.n_questions
 
 
