@@ -33,11 +33,13 @@ pipeline must give on a fixed sample, with a tolerance:
   ``2wiki_s-hipporag2`` are ``2wiki_s-catrag``'s). A CatRAG replay fails one request per
   scoring batch its live run split (the halves' answers are recorded, never the overflowing
   batch's: ``evichain.methods.graph.catrag``); each baseline prints its replay counts;
-* CEE full and its three ablations (issue 40) on MuSiQue-100 and the whole ``2wiki_s``
-  (100 questions, not 50: :data:`WHOLE_SAMPLE_GROUPS`, in a scratch directory of their own): the facet index
-  (``generate_facets``, restricted as in the recorded run) and the exploration replayed from
-  ``reproduce/<dataset>-cee-llm-cache.sqlite`` (the facet answers and the full run's probe and
-  summary answers; the ablations make a subset of full's calls). A summary that failed in the
+* CEE full, its three ablations (issue 40) and ``robust`` (ours, issue 38) on MuSiQue-100
+  and the whole ``2wiki_s`` (100 questions, not 50: :data:`WHOLE_SAMPLE_GROUPS`, in a scratch
+  directory of their own): the facet index (``generate_facets``, restricted as in the recorded
+  run) and the exploration replayed from ``reproduce/<dataset>-cee-llm-cache.sqlite`` (the facet
+  answers and the full run's probe and summary answers; the ablations make a subset of full's
+  calls; robust's bridge pool expansion, sentence facets and normalised coverage change no
+  prompt, so it makes exactly full's calls). A summary that failed in the
   recorded run fails again as a replay miss (failures are never cached), which stops that
   question's exploration as it did live (``summary_failed``); and the shared reader over CEE
   full's top 5 there (``qa-cee-full``, from ``reproduce/qa-llm-cache.sqlite``, in this group).
@@ -102,7 +104,7 @@ BASELINE_RUNS: dict[str, tuple[str, ...]] = {
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
 # CEE (issue 40): the variants replayed per dataset from reproduce/<dataset>-cee-llm-cache.sqlite
 CEE_RUNS: dict[str, tuple[str, ...]] = {
-    ds: ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential")
+    ds: ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential", "cee-robust")
     for ds in ("musique", "2wiki_s")
 }
 # the datasets where the reader over cee-full's top 5 is recorded (qa-cee-full, group cee)

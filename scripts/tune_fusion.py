@@ -10,8 +10,10 @@ run here (LLM-free, ``retrieve_graph``'s code and params) since ``baseline_datas
 tuning sample out. Refuses a dataset outside ``tuning_datasets``.
 
 Run: ``python scripts/tune_fusion.py [--dataset 2wiki_tune_s]``; writes
-``scripts/tune_fusion.results.md``. The selection rule: the weights that maximise
-R@5 + Chain@5; among ties, the middle of the tied range (rounded to 0.1).
+``scripts/tune_fusion.results.md`` (for reading) and ``reports/tuning/<dataset>-fusion.json``
+(the record tests and tools read: dataset, question count, rule, grid rows, chosen w). The
+selection rule: the weights that maximise R@5 + Chain@5; among ties, the middle of the tied
+range (rounded to 0.1).
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from evichain.config import Params, load_params  # noqa: E402
-from evichain.io import read_parquet, write_text  # noqa: E402
+from evichain.io import read_parquet, write_json, write_text  # noqa: E402
 from evichain.metrics.retrieval import per_question_metrics  # noqa: E402
 from evichain.paths import DatasetPaths  # noqa: E402
 from evichain.retrieval.fusion import score_fusion  # noqa: E402
 
 METRICS = ("Recall@5", "Chain@5", "Recall@10", "nDCG@10")
 OUT = Path(__file__).with_suffix(".results.md")
+RULE = "max Recall@5 + Chain@5; ties: median of the tied w, rounded to 0.1"
 GRID = tuple(round(0.1 * i, 1) for i in range(11))
 
 
@@ -78,6 +81,14 @@ def choose(table: pd.DataFrame) -> float:
     return round(float(np.median(tied)), 1)
 
 
+def record(dataset: str, n_questions: int, table: pd.DataFrame, w: float,
+           params_weights: list[float]) -> dict[str, object]:
+    """The JSON record of one tuning run (``reports/tuning/<dataset>-fusion.json``)."""
+    return {"dataset": dataset, "n_questions": n_questions, "rule": RULE, "grid": list(GRID),
+            "metrics": list(METRICS), "chosen_w": w, "params_weights": params_weights,
+            "rows": table.to_dict(orient="records")}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="2wiki_tune_s")
@@ -102,6 +113,8 @@ def main() -> None:
             f"{seconds:.1f} s wall for {len(questions)} questions (index load included).\n\n"
             + table.to_markdown(index=False) + "\n")
     write_text(text, OUT)
+    write_json(record(args.dataset, len(questions), table, w, list(P.fusion.weights)),
+               Path("reports/tuning") / f"{args.dataset}-fusion.json")
     print(text)
 
 

@@ -18,19 +18,20 @@ from evichain.config import EmbedParams, LLMParams, OrchestrationParams, ParamsE
 from evichain.io import read_json, read_parquet
 from evichain.llm import LLMCache, LLMClient
 from evichain.llm.scripted import set_responder
-from evichain.methods.cee.bridge import BridgeIndex
+from evichain.methods.cee.bridge import BridgeIndex, inherit_scores
 from evichain.methods.cee.explore import ExploreLLM
 from evichain.methods.cee.facets import (Passage, neighbour_max_similarity,
                                          select_sentence_facets, sentence_facets)
 from evichain.methods.cee.params import VARIANTS, CEEParams, FacetParams, variant_params
-from evichain.methods.cee.retrieve import CEERetriever
+from evichain.methods.cee.retrieve import CEERetriever, rank_pool
 from evichain.methods.cee.scoring import FacetBank
 from evichain.methods.cee.selection import coverage_gain, final_ranking, greedy_select
 from tests.test_cee_facets import PASSAGES, fake_encode, write_fixture
 from tests.test_cee_retrieve import PARAMS, QUESTION, Explore, retriever
 
 FAITHFUL = ("full", "no_coverage", "no_contrastive", "no_sequential")
-NEW_KEYS = {"bridge_expansion", "bridge_max_per_round", "bridge_scan", "coverage_normalise"}
+NEW_KEYS = {"bridge_expansion", "bridge_max_per_round", "bridge_scan", "coverage_normalise",
+            "bridge_inherit"}
 NEW_FACET_KEYS = {"source", "sentence_facets"}
 
 
@@ -177,6 +178,52 @@ def test_bridge_scan_retrieved_reads_every_passage_of_the_round(tmp_path: Path) 
         tmp_path, params.model_copy(update={"bridge_scan": "retrieved"})).explorer.run(QB)
     assert set(summary_only.pool) <= set(everything.pool)
     assert len(everything.bridge_rows) >= len(summary_only.bridge_rows)
+
+
+def test_expand_with_sources_names_the_first_scanned_passage_that_links() -> None:
+    index = BridgeIndex(bridge_passages())
+    E = np.zeros((6, 3))
+    E[1], E[5], E[4], E[0] = [1, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]
+    q = np.array([0.0, 1.0, 0.0])
+    # b3 names b0; b0 names b1 and b5; b1 names b4: sources follow the scan order
+    assert index.expand_with_sources([3, 0, 1], {3}, q, E, cap=10) == [(4, 1), (0, 3), (1, 0), (5, 0)]
+    assert index.expand([3, 0, 1], {3}, q, E, cap=10) == [4, 0, 1, 5]
+
+
+def test_inherit_scores_by_hand() -> None:
+    """s′(d) = max(s(d), γ · s′(src(d))), in the order the bridges were added."""
+    rows = [2, 5, 7, 9]
+    s = np.array([0.8, 0.1, 0.5, 0.0])
+    # 5 named by 2 (0.5 · 0.8 = 0.4 > 0.1); 9 named by 5 (0.5 · 0.4 = 0.2 > 0.0, a chain);
+    # 7 named by 2 (0.4 < 0.5: kept); 11 not in the pool: ignored
+    out = inherit_scores(s, rows, [5, 9, 7, 11], [2, 5, 2, 2], 0.5)
+    assert out.tolist() == pytest.approx([0.8, 0.4, 0.5, 0.2])
+    assert s.tolist() == [0.8, 0.1, 0.5, 0.0]                          # input untouched
+    assert inherit_scores(s, rows, [5, 9], [2, 5], 0.0).tolist() == s.tolist()
+    assert inherit_scores(s, rows, [], [], 1.0).tolist() == s.tolist()
+
+
+def test_bridge_inherit_lifts_the_second_hop_and_is_inert_without_bridges(tmp_path: Path) -> None:
+    set_responder(Bridge())
+    params = variant_params(BRIDGE_PARAMS, "robust")
+    r = bridge_retriever(tmp_path, params)
+    ex = r.explorer.run(QB)
+    assert ex.pool == [0, 1, 5] and ex.bridge_rows == [1, 5] and ex.bridge_sources == [0, 0]
+    off = rank_pool(ex.probe_vectors, r.E, r.bank, ex.pool, params, ex.bridge_rows, ex.bridge_sources)
+    on = rank_pool(ex.probe_vectors, r.E, r.bank, ex.pool,
+                   params.model_copy(update={"bridge_inherit": 0.9}), ex.bridge_rows, ex.bridge_sources)
+    s0, s1, s5 = off.pool.s
+    assert s0 > s1 and s0 > s5                                  # the second hop scored below b0
+    assert on.pool.s.tolist() == pytest.approx([s0, max(s1, 0.9 * s0), max(s5, 0.9 * s0)])
+    trace = bridge_retriever(tmp_path, params.model_copy(update={"bridge_inherit": 0.9})).retrieve(
+        "q", QB, ["b0", "b1"]).trace
+    assert trace["bridge_source_ids"] == ["b0", "b0"]
+    # a paper variant has no bridge passages: γ changes nothing
+    full = variant_params(BRIDGE_PARAMS, "full")
+    a = bridge_retriever(tmp_path, full).retrieve("q", QB, ["b0", "b1"])
+    b = bridge_retriever(tmp_path, full.model_copy(update={"bridge_inherit": 1.0})).retrieve(
+        "q", QB, ["b0", "b1"])
+    assert a.rows == b.rows and a.trace == b.trace
 
 
 # --------------------------------------------------------------------------- sentence facets

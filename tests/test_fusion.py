@@ -143,15 +143,26 @@ def test_tune_script_grid_spans_both_runs_and_picks_the_middle_of_ties() -> None
 
 def test_params_yaml_fusion_weights_are_the_recorded_tuning_choice() -> None:
     """``fusion.weights`` must be what ``scripts/tune_fusion.py`` chose on the whole tuning
-    sample (its committed ``.results.md``), as ``evireform.robust`` is ``tune_evireform``'s."""
-    import re
+    sample (its committed JSON record), as ``evireform.robust`` is ``tune_evireform``'s; the
+    record's choice must follow its own rows under the script's rule."""
+    import importlib.util
+    import json
 
     P = load_params(ROOT / "params.yaml")
-    text = (ROOT / "scripts" / "tune_fusion.results.md").read_text()
-    header = re.search(r"^# evireform-fused weights: (\S+) \((\d+) questions", text, re.M)
-    chosen = re.search(r"→ \*\*w = ([0-9.]+)\*\*", text)
-    assert header and chosen, "scripts/tune_fusion.results.md lacks its header or its choice"
-    dataset, n = header.group(1), int(header.group(2))
-    assert dataset in P.tuning_datasets and n == P.data.samples[dataset].n_questions
-    w = float(chosen.group(1))
-    assert P.fusion.weights == pytest.approx([w, 1.0 - w])
+    spec = importlib.util.spec_from_file_location("tune_fusion", ROOT / "scripts" / "tune_fusion.py")
+    tune = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(tune)
+    records = sorted((ROOT / "reports" / "tuning").glob("*-fusion.json"))
+    assert records, "no reports/tuning/<dataset>-fusion.json: run scripts/tune_fusion.py"
+    for path in records:
+        rec = json.loads(path.read_text())
+        assert rec["dataset"] in P.tuning_datasets
+        assert rec["n_questions"] == P.data.samples[rec["dataset"]].n_questions
+        assert rec["rule"] == tune.RULE and rec["grid"] == list(tune.GRID)
+        rows = pd.DataFrame(rec["rows"])
+        assert rows["w (robust)"].tolist() == list(tune.GRID)
+        assert tune.choose(rows) == rec["chosen_w"]
+        assert P.fusion.weights == pytest.approx([rec["chosen_w"], 1.0 - rec["chosen_w"]])
+    md = (ROOT / "scripts" / "tune_fusion.results.md").read_text()
+    assert f"**w = {json.loads(records[0].read_text())['chosen_w']}**" in md

@@ -8,7 +8,9 @@ passage's title. After round t of Eq. 1 the pool grows by
              { d : title(d) occurs in text(d') for a scanned passage d' of round t,
                title(d) ≠ title(d'), d ∉ A_t(q) }
 
-so that A_t(q) = A_{t−1}(q) ∪ ⋃_p Ret(p) ∪ B_t(q). Titles are matched by the EviReform
+so that A_t(q) = A_{t−1}(q) ∪ ⋃_p Ret(p) ∪ B_t(q). With ``cee.bridge_inherit`` = γ > 0 each
+d ∈ B_t(q) also keeps a share of its source's score, s′(d) = max(s(d), γ · s′(src(d)))
+(:func:`inherit_scores`), before the coverage-aware selection. Titles are matched by the EviReform
 sentence extractor's :class:`~evichain.text.sentences.TitleMatcher` (whole words,
 case-insensitive, leftmost-longest; a one-word title only as a capitalised word not followed by
 another capitalised word; a title's base without a trailing parenthetical also matches when it
@@ -67,16 +69,39 @@ class BridgeIndex:
                cap: int) -> list[int]:
         """B_t(q) (module docstring): rows linked from ``scanned`` and not in ``pool``, at most
         ``cap``, by sim(q, d) = φ(q)ᵀφ(d) descending, ties by lower row. ``q`` is φ(q) (dim)."""
-        found: list[int] = []
-        seen: set[int] = set()
+        return [row for row, _ in self.expand_with_sources(scanned, pool, q, E, cap)]
+
+    def expand_with_sources(self, scanned: Iterable[int], pool: set[int], q: np.ndarray,
+                            E: np.ndarray, cap: int) -> list[tuple[int, int]]:
+        """:meth:`expand` with each added row's source: (d, src(d)), src(d) = the first
+        scanned row (in scan order) whose text names d's title."""
+        source: dict[int, int] = {}
         for row in scanned:
             for r in self.linked(int(row)):
-                if r not in pool and r not in seen:
-                    seen.add(r)
-                    found.append(r)
-        if not found:
+                if r not in pool and r not in source:
+                    source[r] = int(row)
+        if not source:
             return []
-        rows = np.asarray(sorted(found), dtype=np.int64)
+        rows = np.asarray(sorted(source), dtype=np.int64)
         sims = np.asarray(E, dtype=np.float64)[rows] @ np.asarray(q, dtype=np.float64)
         order = np.lexsort((rows, -sims))
-        return [int(r) for r in rows[order][:cap]]
+        return [(int(r), source[int(r)]) for r in rows[order][:cap]]
+
+
+def inherit_scores(s: np.ndarray, rows: Sequence[int], bridges: Sequence[int],
+                   sources: Sequence[int], share: float) -> np.ndarray:
+    """Bridge score inheritance (ours, ``cee.bridge_inherit`` = γ, variant ``robust``):
+    s′(d) = max(s(d), γ · s′(src(d))) for each bridge passage d of B(q) in the order it was
+    added (so a bridge named by an earlier bridge inherits the inherited score), s′ = s
+    elsewhere. ``rows``: the pool's corpus rows (ascending), aligned with ``s``; ``bridges`` /
+    ``sources``: corpus rows. γ = 0 returns ``s`` unchanged: a second hop that does not
+    resemble q keeps a share of the score of the passage that named it."""
+    out = np.asarray(s, dtype=np.float64).copy()
+    if share <= 0 or len(bridges) == 0:
+        return out
+    pos = {int(r): i for i, r in enumerate(rows)}
+    for d, src in zip(bridges, sources):
+        i, j = pos.get(int(d)), pos.get(int(src))
+        if i is not None and j is not None:
+            out[i] = max(out[i], share * out[j])
+    return out

@@ -114,6 +114,7 @@ class Exploration:
     summaries: list[str] = field(default_factory=list)
     bridge_rows: list[int] = field(default_factory=list)
     bridge_rounds: list[int] = field(default_factory=list)
+    bridge_sources: list[int] = field(default_factory=list)
     stop_reason: str = "rounds"
     failures: list[str] = field(default_factory=list)
     llm_steps: int = 0
@@ -211,9 +212,11 @@ class Explorer:
         limit = (self.params.summary_max_passages if self.params.bridge_scan == "summary"
                  else sum(len(h) for h in hits))
         scanned = round_passages(hits, limit) if limit else []
-        added = self.bridge.expand(scanned, pool, q, self.E, self.params.bridge_max_per_round)
-        pool.update(added)
-        ex.bridge_rows.extend(added)
+        added = self.bridge.expand_with_sources(scanned, pool, q, self.E,
+                                                self.params.bridge_max_per_round)
+        pool.update(row for row, _ in added)
+        ex.bridge_rows.extend(row for row, _ in added)
+        ex.bridge_sources.extend(src for _, src in added)
         ex.bridge_rounds.extend([t] * len(added))
 
     def _first_probes(self, ex: Exploration, question: str) -> list[str]:

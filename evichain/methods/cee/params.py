@@ -111,6 +111,26 @@ class FacetParams(Section):
         return self.model_copy(update=self.restricted.overrides())
 
 
+class CEETuningParams(Section):
+    """Grid of ``tune_cee`` (:mod:`evichain.methods.cee.tuning`), on ``tuning_datasets`` only.
+
+    * ``objective``: per-question metrics whose means are summed and maximised.
+    * ``bridge_inherit``: the γ values tried for the ``robust`` variant (first listed wins ties).
+    """
+
+    objective: list[str] = Field(default_factory=lambda: ["Recall@5", "Chain@5"], min_length=1)
+    bridge_inherit: list[float] = Field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 0.9, 1.0],
+                                        min_length=1)
+
+    @field_validator("bridge_inherit")
+    @classmethod
+    def _in_range(cls, v: list[float]) -> list[float]:
+        bad = [x for x in v if not 0.0 <= x <= 1.0]
+        if bad:
+            raise ValueError(f"values must lie in [0, 1]; got {bad}")
+        return v
+
+
 class CEEParams(Section):
     """Online retrieval (paper §2.3.2–2.3.4) and the offline ``facets`` block.
 
@@ -134,6 +154,12 @@ class CEEParams(Section):
       (ties by corpus order).
     * ``coverage_normalise`` (ours; default off = the paper's Eq. 7): the greedy selection uses
       Δ_cov(d | S) / |P(q)| instead of Δ_cov(d | S).
+    * ``bridge_inherit`` (ours; γ ∈ [0, 1], default 0 = off): with ``bridge_expansion``, each
+      bridge passage d scores s′(d) = max(s(d), γ · s′(src(d))), src(d) = the scanned passage
+      that named it, before Eq. 8 (a second hop rarely resembles q; its source does). Without
+      bridge expansion there are no bridge passages, so the paper's variants never use it; its
+      value is chosen by ``tune_cee`` on ``tuning_datasets`` only (grid: ``tuning``,
+      :class:`CEETuningParams`).
     """
 
     facets: FacetParams = FacetParams()
@@ -156,6 +182,8 @@ class CEEParams(Section):
     bridge_max_per_round: int = Field(10, ge=1, le=10_000)
     bridge_scan: Literal["summary", "retrieved"] = "summary"
     coverage_normalise: bool = False
+    bridge_inherit: float = Field(0.0, ge=0.0, le=1.0)
+    tuning: CEETuningParams = CEETuningParams()
 
     @model_validator(mode="after")
     def _consistent(self) -> "CEEParams":

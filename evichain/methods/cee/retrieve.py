@@ -13,7 +13,8 @@ probe; the question itself is the first probe of round 1 when ``question_as_prob
 ``llm_steps``, ``prompt_tokens``, ``completion_tokens`` (tokens of cache hits are the stored
 ones, so the trace does not depend on the cache state). With ``bridge_expansion`` (variant
 ``robust``) also ``bridge_added`` (|⋃_t B_t(q)|), ``bridge_ids`` and ``bridge_rounds`` (the
-passages the title links added, with their round); without it these columns are absent, so the
+passages the title links added, with their round, and ``bridge_source_ids``: the passage whose
+text named each); without it these columns are absent, so the
 paper-faithful variants' traces are unchanged.
 """
 
@@ -21,13 +22,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from evichain.methods.base import QuestionResult
-from evichain.methods.cee.bridge import BridgeIndex
+from evichain.methods.cee.bridge import BridgeIndex, inherit_scores
 from evichain.methods.cee.explore import Encoder, ExploreLLM, Explorer, Exploration
 from evichain.methods.cee.facets import Passage
 from evichain.methods.cee.params import CEEParams
@@ -46,11 +47,18 @@ class Ranked:
 
 
 def rank_pool(P: np.ndarray, E: np.ndarray, bank: FacetBank, pool: Sequence[int],
-              params: CEEParams) -> Ranked:
-    """Eq. 2–8 over A(q) = ``pool`` (corpus rows, ascending) for probe embeddings P."""
+              params: CEEParams, bridges: Sequence[int] = (),
+              sources: Sequence[int] = ()) -> Ranked:
+    """Eq. 2–8 over A(q) = ``pool`` (corpus rows, ascending) for probe embeddings P; with
+    ``params.bridge_inherit`` > 0 the bridge passages ``bridges`` (corpus rows, in the order
+    added, named by ``sources``) inherit a share of their source's s(d) before the selection
+    (:func:`~evichain.methods.cee.bridge.inherit_scores`)."""
     rows = np.asarray(pool, dtype=np.int64)
     F, mask = bank.gather(rows) if params.contrastive else bank.gather(rows[:0])
     scores = score_pool(P, E[rows], F, mask, params.alpha, params.beta, params.contrastive)
+    if params.bridge_inherit > 0 and len(bridges):
+        scores = replace(scores, s=inherit_scores(scores.s, rows, bridges, sources,
+                                                  params.bridge_inherit))
     order, run_scores = final_ranking(scores.s, scores.g, params.k_final, params.top_k,
                                       params.coverage, params.coverage_normalise)
     picks = order[:min(params.k_final, len(order))] if params.coverage else []
@@ -77,7 +85,8 @@ class CEERetriever:
         """Run CEE for q; returns the run rows, the trace row and timings."""
         ex = self.explorer.run(question)
         start = time.perf_counter()
-        ranked = rank_pool(ex.probe_vectors, self.E, self.bank, ex.pool, self.params)
+        ranked = rank_pool(ex.probe_vectors, self.E, self.bank, ex.pool, self.params,
+                           ex.bridge_rows, ex.bridge_sources)
         compute = time.perf_counter() - start
         pids = [self.passages[i].passage_id for i in ranked.rows]
         rows = [(question_id, r + 1, pid, float(s))
@@ -103,5 +112,6 @@ class CEERetriever:
         if self.params.bridge_expansion:
             row.update({"bridge_added": len(ex.bridge_rows),
                         "bridge_ids": [self.passages[i].passage_id for i in ex.bridge_rows],
-                        "bridge_rounds": [int(t) for t in ex.bridge_rounds]})
+                        "bridge_rounds": [int(t) for t in ex.bridge_rounds],
+                        "bridge_source_ids": [self.passages[i].passage_id for i in ex.bridge_sources]})
         return row

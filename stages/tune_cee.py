@@ -1,0 +1,64 @@
+"""DVC stage ``tune_cee@<dataset>``: the γ grid of CEE ``robust``'s bridge score inheritance
+(ours, issue 38; ``cee.bridge_inherit``) on a dataset of ``tuning_datasets`` (a sample outside
+every reported one).
+
+Explores every question once with the ``robust`` variant (its LLM probes and summaries go
+through the LLM client and its cache, so a recorded run replays with 0 model calls), ranks the
+pools once per γ of ``cee.tuning.bridge_inherit`` and writes ``reports/tuning/<dataset>-cee.csv``
+(one row per γ: the objective and every metric's mean) and ``reports/tuning/<dataset>-cee.json``
+(the chosen γ, the objective, the question count, LLM usage). The chosen γ is copied into
+``cee.bridge_inherit`` of ``params.yaml`` by hand; ``tests/test_cee_tuning.py`` checks that they
+agree. Fails (after writing) above ``llm.max_failure_rate`` of failed LLM requests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stages._common import check_failure_rate, run_stage
+
+app = typer.Typer(add_completion=False)
+
+TUNING_DIR = Path("reports/tuning")
+
+
+def tuning_files(dataset: str) -> tuple[Path, Path]:
+    """(csv, json) of a dataset's CEE tuning results."""
+    return TUNING_DIR / f"{dataset}-cee.csv", TUNING_DIR / f"{dataset}-cee.json"
+
+
+@app.command()
+def main(dataset: str = typer.Option(...),
+         params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
+    def body() -> dict[str, object]:
+        from evichain.config import load_params
+        from evichain.io import write_json
+        from evichain.paths import DatasetPaths
+        from flows.cee_tuning import run_tuning
+
+        params = load_params(params_file)
+        if dataset not in params.tuning_datasets:
+            raise ValueError(f"{dataset!r} is not in tuning_datasets {params.tuning_datasets}: "
+                             "tune only on samples outside the reported ones")
+        out = run_tuning(DatasetPaths(dataset), params.cee, params.llm, params.embed,
+                         orch=params.orchestration)
+        csv_path, json_path = tuning_files(dataset)
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
+        out.table.round(6).to_csv(csv_path, index=False)
+        write_json({"dataset": dataset, "chosen": {"bridge_inherit": out.chosen}, **out.summary},
+                   json_path)
+        usage = out.summary["llm_usage"]
+        check_failure_rate(int(usage.get("failures", 0)), int(usage.get("requests", 0)),
+                           params.llm.max_failure_rate, key="llm.max_failure_rate",
+                           what="LLM requests", see=json_path)
+        return {"dataset": dataset, "chosen": {"bridge_inherit": out.chosen},
+                "configurations": out.summary["configurations"],
+                "llm_calls": usage.get("calls", 0)}
+
+    run_stage(f"tune_cee@{dataset}", body)
+
+
+if __name__ == "__main__":
+    app()
