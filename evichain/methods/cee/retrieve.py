@@ -56,13 +56,19 @@ def rank_pool(P: np.ndarray, E: np.ndarray, bank: FacetBank, pool: Sequence[int]
     rows = np.asarray(pool, dtype=np.int64)
     F, mask = bank.gather(rows) if params.contrastive else bank.gather(rows[:0])
     scores = score_pool(P, E[rows], F, mask, params.alpha, params.beta, params.contrastive)
-    if params.bridge_inherit > 0 and len(bridges):
-        scores = replace(scores, s=inherit_scores(scores.s, rows, bridges, sources,
-                                                  params.bridge_inherit))
+    scores = replace(scores, s=inherit_scores(scores.s, rows, bridges, sources,
+                                              params.bridge_inherit))
     order, run_scores = final_ranking(scores.s, scores.g, params.k_final, params.top_k,
                                       params.coverage, params.coverage_normalise)
     picks = order[:min(params.k_final, len(order))] if params.coverage else []
     return Ranked([int(rows[i]) for i in order], run_scores, [int(rows[i]) for i in picks], scores)
+
+
+def run_rows(question_id: str, ranked: Ranked,
+             passages: Sequence[Passage]) -> list[tuple[str, int, str, float]]:
+    """The run rows (question_id, rank, passage_id, score) of a ranked pool."""
+    return [(question_id, r + 1, passages[i].passage_id, float(s))
+            for r, (i, s) in enumerate(zip(ranked.rows, ranked.scores))]
 
 
 class CEERetriever:
@@ -88,9 +94,7 @@ class CEERetriever:
         ranked = rank_pool(ex.probe_vectors, self.E, self.bank, ex.pool, self.params,
                            ex.bridge_rows, ex.bridge_sources)
         compute = time.perf_counter() - start
-        pids = [self.passages[i].passage_id for i in ranked.rows]
-        rows = [(question_id, r + 1, pid, float(s))
-                for r, (pid, s) in enumerate(zip(pids, ranked.scores))]
+        rows = run_rows(question_id, ranked, self.passages)
         trace = self._trace(question_id, ex, ranked, set(gold))
         return QuestionResult(rows, trace, {"llm": ex.llm_seconds, "encode": ex.encode_seconds,
                                             "compute": compute})

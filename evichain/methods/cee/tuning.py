@@ -21,7 +21,7 @@ import pandas as pd
 from evichain.methods.cee.explore import Exploration
 from evichain.methods.cee.facets import Passage
 from evichain.methods.cee.params import CEEParams
-from evichain.methods.cee.retrieve import rank_pool
+from evichain.methods.cee.retrieve import rank_pool, run_rows
 from evichain.methods.cee.scoring import FacetBank
 from evichain.metrics.retrieval import per_question_metrics
 from evichain.retrieval.run import run_table
@@ -32,8 +32,7 @@ def ranked_rows(question_id: str, ex: Exploration, E: np.ndarray, bank: FacetBan
     """The run rows of one explored question under ``params`` (as the retriever writes them)."""
     ranked = rank_pool(ex.probe_vectors, E, bank, ex.pool, params, ex.bridge_rows,
                        ex.bridge_sources)
-    return [(question_id, r + 1, passages[i].passage_id, float(s))
-            for r, (i, s) in enumerate(zip(ranked.rows, ranked.scores))]
+    return run_rows(question_id, ranked, passages)
 
 
 def grid_table(explored: Sequence[tuple[str, Exploration]], E: np.ndarray, bank: FacetBank,
