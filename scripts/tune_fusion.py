@@ -74,10 +74,10 @@ def grid(robust: pd.DataFrame, proprag: pd.DataFrame, questions: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
-def choose(table: pd.DataFrame) -> float:
-    """The middle of the weights tied at the best R@5 + Chain@5 (module docstring)."""
+def choose(table: pd.DataFrame, column: str = "w (robust)") -> float:
+    """The middle of the weights (``column``) tied at the best R@5 + Chain@5 (module docstring)."""
     total = table["Recall@5"] + table["Chain@5"]
-    tied = table.loc[np.isclose(total, total.max()), "w (robust)"]
+    tied = table.loc[np.isclose(total, total.max()), column]
     return round(float(np.median(tied)), 1)
 
 

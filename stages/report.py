@@ -156,8 +156,9 @@ def _ours_section(p: Params, ds: str, per_q: dict[str, object]) -> str:
 def _ours_intro(p: Params) -> str:
     r = p.report
     tuned = ", ".join(f"`{d}`" for d in p.tuning_datasets) or "no dataset"
-    return (f"Ours (not in either paper): {', '.join(r.ours)}; EviReform's tuned on "
-            f"{tuned} only (reports/tuning/), reported here once. Paired "
+    return (f"Ours (not in either paper): {', '.join(r.ours)}; their values (EviReform's "
+            f"grids, CEE's γ, the fusion weights) tuned on {tuned} only (reports/tuning/), "
+            f"reported here once. Paired "
             "bootstrap differences (variant − comparator) over the questions both ran on; "
             "\"CI > 0\" = the 95% interval's lower bound is above 0.")
 

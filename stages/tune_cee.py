@@ -18,15 +18,9 @@ from pathlib import Path
 import typer
 
 from stages._common import check_failure_rate, run_stage
+from stages._tuning import require_tuning_dataset, write_tuning
 
 app = typer.Typer(add_completion=False)
-
-TUNING_DIR = Path("reports/tuning")
-
-
-def tuning_files(dataset: str) -> tuple[Path, Path]:
-    """(csv, json) of a dataset's CEE tuning results."""
-    return TUNING_DIR / f"{dataset}-cee.csv", TUNING_DIR / f"{dataset}-cee.json"
 
 
 @app.command()
@@ -34,21 +28,15 @@ def main(dataset: str = typer.Option(...),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
     def body() -> dict[str, object]:
         from evichain.config import load_params
-        from evichain.io import write_json
         from evichain.paths import DatasetPaths
         from flows.cee_tuning import run_tuning
 
         params = load_params(params_file)
-        if dataset not in params.tuning_datasets:
-            raise ValueError(f"{dataset!r} is not in tuning_datasets {params.tuning_datasets}: "
-                             "tune only on samples outside the reported ones")
+        require_tuning_dataset(params, dataset)
         out = run_tuning(DatasetPaths(dataset), params.cee, params.llm, params.embed,
                          orch=params.orchestration)
-        csv_path, json_path = tuning_files(dataset)
-        csv_path.parent.mkdir(parents=True, exist_ok=True)
-        out.table.round(6).to_csv(csv_path, index=False)
-        write_json({"dataset": dataset, "chosen": {"bridge_inherit": out.chosen}, **out.summary},
-                   json_path)
+        _, json_path = write_tuning(dataset, "cee", out.table, {"bridge_inherit": out.chosen},
+                                    out.summary)
         usage = out.summary["llm_usage"]
         check_failure_rate(int(usage.get("failures", 0)), int(usage.get("requests", 0)),
                            params.llm.max_failure_rate, key="llm.max_failure_rate",

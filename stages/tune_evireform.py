@@ -17,15 +17,9 @@ from pathlib import Path
 import typer
 
 from stages._common import run_stage
+from stages._tuning import require_tuning_dataset, write_tuning
 
 app = typer.Typer(add_completion=False)
-
-TUNING_DIR = Path("reports/tuning")
-
-
-def tuning_files(dataset: str) -> tuple[Path, Path]:
-    """(csv, json) of a dataset's EviReform tuning results."""
-    return TUNING_DIR / f"{dataset}-evireform.csv", TUNING_DIR / f"{dataset}-evireform.json"
 
 
 @app.command()
@@ -33,20 +27,14 @@ def main(dataset: str = typer.Option(...),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
     def body() -> dict[str, object]:
         from evichain.config import load_params
-        from evichain.io import write_json
         from evichain.paths import DatasetPaths
         from flows.evireform import run_tuning
 
         params = load_params(params_file)
-        if dataset not in params.tuning_datasets:
-            raise ValueError(f"{dataset!r} is not in tuning_datasets {params.tuning_datasets}: "
-                             "tune only on samples outside the reported ones")
+        require_tuning_dataset(params, dataset)
         out = run_tuning(DatasetPaths(dataset), params.evireform, params.llm, params.embed,
                          orch=params.orchestration)
-        csv_path, json_path = tuning_files(dataset)
-        csv_path.parent.mkdir(parents=True, exist_ok=True)
-        out.table.round(6).to_csv(csv_path, index=False)
-        write_json({"dataset": dataset, "chosen": out.chosen, **out.summary}, json_path)
+        write_tuning(dataset, "evireform", out.table, out.chosen, out.summary)
         return {"dataset": dataset, "chosen": out.chosen,
                 "configurations": out.summary["configurations"],
                 "llm_calls": out.summary["llm_usage"].get("calls", 0)}

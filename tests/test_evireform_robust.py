@@ -151,6 +151,11 @@ def test_ours_section_contrasts_each_variant_with_comparators_and_parent() -> No
     assert "+50.00 [+50.00, +50.00]" in md and "| yes |" in md and "cee-robust" in md
     assert ours_section({"proprag": per_q["proprag"]}, "toy", ["cee-robust"], ["proprag"],
                         ["Recall@5"], 200) == ""
+    # seeds-fused departs from both seed methods: contrasted with each paper-faithful parent
+    both = {**per_q, "seeds-fused": per_q["evireform-hybrid"],
+            "cee-full": pd.DataFrame({"question_id": q, "Recall@5": [0.25] * 20})}
+    rows = difference_rows(both, "toy", ["seeds-fused"], ["proprag"], ["Recall@5"], 200)
+    assert rows["b"].tolist() == ["proprag", "evireform-full", "cee-full"]
 
 
 def test_tuning_flow_searches_both_grids_from_fulls_answers(tmp_path: Path,

@@ -166,3 +166,69 @@ def test_params_yaml_fusion_weights_are_the_recorded_tuning_choice() -> None:
         assert P.fusion.weights == pytest.approx([rec["chosen_w"], 1.0 - rec["chosen_w"]])
     md = (ROOT / "scripts" / "tune_fusion.results.md").read_text()
     assert f"**w = {json.loads(records[0].read_text())['chosen_w']}**" in md
+
+
+# ---------------------------------------------------------------- seeds-fused (fuse_seeds)
+SEED_RECORD = ROOT / "reports" / "tuning" / "2wiki_tune_s-seed_fusion.json"
+
+
+def _seed_tuner():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_seed_fusion",
+                                                  ROOT / "scripts" / "tune_seed_fusion.py")
+    tune = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(tune)
+    return tune
+
+
+def test_record_fusion_reads_runs_weight_and_depth(tmp_path: Path) -> None:
+    import json
+
+    from stages.fuse import SEEDS_NAME, record_fusion
+
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"runs": ["a", "b"], "chosen_w": 0.2, "depth": 7}))
+    f = record_fusion(path, taken="evireform-fused")
+    assert (f.name, f.runs, f.weights, f.depth) == (SEEDS_NAME, ["a", "b"], [0.2, 0.8], 7)
+    path.write_text(json.dumps({"runs": ["a", "b"], "depth": 7}))
+    with pytest.raises(ValueError, match="chosen_w"):
+        record_fusion(path, taken="evireform-fused")
+    path.write_text(json.dumps({"runs": ["a", "b"], "chosen_w": 0.2, "depth": 7}))
+    with pytest.raises(ValueError, match="fusion.name"):
+        record_fusion(path, taken=SEEDS_NAME)
+
+
+def test_dvc_fuse_seeds_stage_reads_the_record_it_names() -> None:
+    """The fuse_seeds stage's run deps, params file and outs agree with its tuning record."""
+    import json
+
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["fuse_seeds"]["do"]
+    rec = json.loads(SEED_RECORD.read_text())
+    assert f"--record {SEED_RECORD.relative_to(ROOT).as_posix()}" in stage["cmd"]
+    for kind in ("runs", "traces"):
+        named = [d for d in stage["deps"] if f"/{kind}/" in d]
+        assert named == [f"artifacts/${{item}}/{kind}/{name}.parquet" for name in rec["runs"]]
+    assert stage["params"] == [{SEED_RECORD.relative_to(ROOT).as_posix(): ["runs", "chosen_w", "depth"]}]
+    assert stage["outs"] == [f"artifacts/${{item}}/{kind}/seeds-fused.parquet"
+                             for kind in ("runs", "traces")]
+
+
+def test_seed_fusion_record_follows_its_rule_on_the_whole_tuning_sample() -> None:
+    """The recorded w is what tune_fusion's rule picks from the record's own rows, on every
+    tuning question, with the CEE γ that params.yaml reports with."""
+    import json
+
+    tune = _seed_tuner()
+    P = load_params(ROOT / "params.yaml")
+    rec = json.loads(SEED_RECORD.read_text())
+    assert rec["dataset"] in P.tuning_datasets
+    assert rec["n_questions"] == P.data.samples[rec["dataset"]].n_questions
+    assert rec["rule"] == tune.RULE and rec["grid"] == list(tune.GRID)
+    assert rec["runs"] == list(tune.RUNS) and rec["depth"] == P.fusion.depth
+    assert rec["bridge_inherit"] == pytest.approx(P.cee.bridge_inherit)
+    rows = pd.DataFrame(rec["rows"])
+    assert rows[tune.W].tolist() == list(tune.GRID)
+    assert tune.choose(rows, tune.W) == rec["chosen_w"]
+    assert f"**w = {rec['chosen_w']}**" in (ROOT / "scripts" / "tune_seed_fusion.results.md").read_text()

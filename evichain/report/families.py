@@ -20,7 +20,8 @@ from collections.abc import Iterable, Sequence
 # here so this module imports nothing of the report.
 ITERATIVE: frozenset[str] = frozenset({"ircot", "self_ask", "s2g_rag", "gear"})
 
-OURS: tuple[str, ...] = ("evireform-robust", "evireform-hybrid", "cee-robust", "evireform-fused")
+OURS: tuple[str, ...] = ("evireform-robust", "evireform-hybrid", "cee-robust", "evireform-fused",
+                         "seeds-fused")
 """Default variants of ours (params ``report.ours``)."""
 
 FAMILIES: tuple[str, ...] = ("first-stage", "rerank", "expansion", "graph", "EviReform", "CEE",

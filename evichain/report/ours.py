@@ -17,9 +17,11 @@ import pandas as pd
 from evichain.report.ablations import paired_contrasts
 from evichain.report.tables import ci_text, render_plain_markdown
 
-PARENT: dict[str, str] = {"evireform-robust": "evireform-full", "evireform-hybrid": "evireform-full",
-                          "cee-robust": "cee-full", "evireform-fused": "evireform-full"}
-"""The paper-faithful variant each variant of ours departs from."""
+PARENT: dict[str, tuple[str, ...]] = {
+    "evireform-robust": ("evireform-full",), "evireform-hybrid": ("evireform-full",),
+    "cee-robust": ("cee-full",), "evireform-fused": ("evireform-full",),
+    "seeds-fused": ("evireform-full", "cee-full")}
+"""The paper-faithful variant(s) each variant of ours departs from."""
 
 
 def difference_rows(per_q: Mapping[str, pd.DataFrame], dataset: str, ours: Sequence[str],
@@ -30,7 +32,7 @@ def difference_rows(per_q: Mapping[str, pd.DataFrame], dataset: str, ours: Seque
     parts = [paired_contrasts({v: per_q[v], c: per_q[c]}, dataset, [(f"{v} − {c}", v, c)],
                               metrics, n_resamples)
              for v in ours if v in per_q
-             for c in dict.fromkeys([*comparators, PARENT.get(v, "")]) if c in per_q and c != v]
+             for c in dict.fromkeys([*comparators, *PARENT.get(v, ())]) if c in per_q and c != v]
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
