@@ -64,13 +64,14 @@ def fused_at(robust: pd.DataFrame, proprag: pd.DataFrame, w: float, depth: int) 
                         {"robust": w, "proprag": round(1 - w, 1)}, depth)
 
 
-def grid(robust: pd.DataFrame, proprag: pd.DataFrame, questions: pd.DataFrame,
-         depth: int) -> pd.DataFrame:
-    """One row per robust weight w (PropRAG gets 1 − w)."""
+def grid(robust: pd.DataFrame, proprag: pd.DataFrame, questions: pd.DataFrame, depth: int,
+         labels: tuple[str, str] = ("w (robust)", "1 − w (PropRAG)")) -> pd.DataFrame:
+    """One row per weight w of the first run (the second gets 1 − w), its columns named
+    ``labels`` (``scripts/tune_seed_fusion.py`` fuses two other runs the same way)."""
     rows = []
     for w in GRID:
         fused = fused_at(robust, proprag, w, depth)
-        rows.append({"w (robust)": w, "1 − w (PropRAG)": round(1 - w, 1), **scores(fused, questions)})
+        rows.append({labels[0]: w, labels[1]: round(1 - w, 1), **scores(fused, questions)})
     return pd.DataFrame(rows)
 
 

@@ -42,7 +42,7 @@ from evichain.io import read_parquet, write_json, write_text  # noqa: E402
 from evichain.paths import DatasetPaths  # noqa: E402
 from evichain.retrieval.fusion import score_fusion  # noqa: E402
 from evichain.retrieval.params import FusionParams  # noqa: E402
-from scripts.tune_fusion import GRID, RULE, choose, scores  # noqa: E402
+from scripts.tune_fusion import GRID, RULE, choose, grid, scores  # noqa: E402
 from stages.fuse import SEEDS_NAME  # noqa: E402
 
 OUT = Path(__file__).with_suffix(".results.md")
@@ -64,16 +64,6 @@ def load_run(P: Params, dataset: str, name: str) -> pd.DataFrame:
         from flows.graph import run_method as graph_run
         return graph_run(paths, "proprag", "", P, stage="tune_seed_fusion").run
     raise SystemExit(f"{paths.run(name)} missing and {name!r} is not computed here")
-
-
-def grid(first: pd.DataFrame, second: pd.DataFrame, questions: pd.DataFrame,
-         depth: int) -> pd.DataFrame:
-    """One row per w on the first run (the second gets 1 − w)."""
-    rows = []
-    for w in GRID:
-        fused = score_fusion({"a": first, "b": second}, {"a": w, "b": round(1 - w, 1)}, depth)
-        rows.append({W: w, "1 − w (CEE robust)": round(1 - w, 1), **scores(fused, questions)})
-    return pd.DataFrame(rows)
 
 
 def simplex(runs: dict[str, pd.DataFrame], questions: pd.DataFrame, depth: int) -> pd.DataFrame:
@@ -101,7 +91,8 @@ def main() -> None:
     block = FusionParams(name=SEEDS_NAME, runs=list(RUNS), weights=[0.5, 0.5], depth=P.fusion.depth)
     questions = read_parquet(DatasetPaths(args.dataset).questions)
     runs = {name: load_run(P, args.dataset, name) for name in [*block.runs, *args.explore]}
-    table = grid(runs[block.runs[0]], runs[block.runs[1]], questions, block.depth)
+    table = grid(runs[block.runs[0]], runs[block.runs[1]], questions, block.depth,
+                 labels=(W, "1 − w (CEE robust)"))
     w = choose(table, W)
     text = (f"# seeds-fused weights: {args.dataset} ({len(questions)} questions, tuning only)\n\n"
             f"`EVICHAIN_LLM_REPLAY=1 python scripts/tune_seed_fusion.py --dataset {args.dataset}"
