@@ -42,7 +42,9 @@ pipeline must give on a fixed sample, with a tolerance:
   prompt, so it makes exactly full's calls). A summary that failed in the
   recorded run fails again as a replay miss (failures are never cached), which stops that
   question's exploration as it did live (``summary_failed``); and the shared reader over CEE
-  full's top 5 there (``qa-cee-full``, from ``reproduce/qa-llm-cache.sqlite``, in this group).
+  full's top 5 there (``qa-cee-full``, from ``reproduce/qa-llm-cache.sqlite``, in this group);
+  and ``robust`` alone on the whole ``hotpotqa_s``, which has no LLM facet index (robust's
+  sentence facets need none), from ``reproduce/hotpotqa_s-cee-llm-cache.sqlite``.
 
 Entries belong to groups (:data:`GROUPS`, :func:`group_of`): ``deterministic`` (BM25, dense),
 ``evireform``, ``proprag`` (PropRAG and evireform-fused), ``qa`` (the reader), ``baselines``
@@ -104,8 +106,9 @@ BASELINE_RUNS: dict[str, tuple[str, ...]] = {
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
 # CEE (issue 40): the variants replayed per dataset from reproduce/<dataset>-cee-llm-cache.sqlite
 CEE_RUNS: dict[str, tuple[str, ...]] = {
-    ds: ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential", "cee-robust")
-    for ds in ("musique", "2wiki_s")
+    **{ds: ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential", "cee-robust")
+       for ds in ("musique", "2wiki_s")},
+    "hotpotqa_s": ("cee-robust",),  # robust only: no LLM facet index there (retrieve_cee_robust)
 }
 # the datasets where the reader over cee-full's top 5 is recorded (qa-cee-full, group cee)
 CEE_READ = ("musique", "2wiki_s")
@@ -207,8 +210,9 @@ def _ranking(run: _Stages, ds: str, name: str) -> None:
     elif name in BASELINE_METHODS:
         _baseline(run, ds, name)
     elif name.startswith("cee-"):
-        run(generate_facets.main, dataset=ds)
         variant = name.removeprefix("cee-")
+        if variant != "robust":  # robust builds LLM-free sentence facets inside retrieval
+            run(generate_facets.main, dataset=ds)
         if run(retrieve_method.main, dataset=ds, method="cee", variant=variant):
             _print_replay(ds, name, usage_name=f"retrieve_cee-{variant}")
     elif name != "direct":

@@ -390,3 +390,18 @@ def test_rank_pool_applies_coverage_normalise() -> None:
     raw = final_ranking(sc.s, sc.g, 4, 8)
     assert rank_pool(P, E, bank, pool, CEEParams(k_final=4, top_k=8)).scores == pytest.approx(raw[1])
     assert want[1] != pytest.approx(raw[1])
+
+
+def test_robust_only_stage_needs_no_llm_facets_and_stays_off_cee_datasets() -> None:
+    """``retrieve_cee_robust`` / ``evaluate_cee_robust`` (CEE robust on datasets without the
+    paper's facet index) run the robust variant, declare no ``facets.parquet`` /
+    ``generate_facets`` dep, and name no dataset of ``cee_datasets`` (whose matrix stages write
+    the same ``cee-robust`` outputs)."""
+    root = Path(__file__).resolve().parents[1]
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    cee_datasets = set(yaml.safe_load((root / "params.yaml").read_text())["cee_datasets"])
+    for name in ("retrieve_cee_robust", "evaluate_cee_robust"):
+        stage = stages[name]
+        assert "--variant robust" in stage["cmd"], name
+        assert not any("facets" in str(d) for d in stage["deps"]), name
+        assert set(stage["matrix"]["dataset"]) and not set(stage["matrix"]["dataset"]) & cee_datasets
