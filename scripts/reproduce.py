@@ -211,12 +211,21 @@ def _ranking(run: _Stages, ds: str, name: str) -> None:
         _baseline(run, ds, name)
     elif name.startswith("cee-"):
         variant = name.removeprefix("cee-")
-        if variant != "robust":  # robust builds LLM-free sentence facets inside retrieval
+        if _cee_reads_facet_index(variant):  # `sentences` facets are built inside retrieval
             run(generate_facets.main, dataset=ds)
         if run(retrieve_method.main, dataset=ds, method="cee", variant=variant):
             _print_replay(ds, name, usage_name=f"retrieve_cee-{variant}")
     elif name != "direct":
         raise ValueError(f"no stage makes runs/{name}.parquet here")
+
+
+def _cee_reads_facet_index(variant: str) -> bool:
+    """Whether CEE ``variant`` (under the scratch ``params.yaml``) reads ``facets.parquet``:
+    ``cee.facets.source: llm``, as in :mod:`flows.cee`."""
+    from evichain.config import load_params
+    from evichain.methods.cee.params import variant_params
+
+    return variant_params(load_params(Path("params.yaml")).cee, variant).facets.source == "llm"
 
 
 def _baseline(run: _Stages, ds: str, name: str) -> None:
