@@ -42,7 +42,8 @@ pipeline must give on a fixed sample, with a tolerance:
   prompt, so it makes exactly full's calls). A summary that failed in the
   recorded run fails again as a replay miss (failures are never cached), which stops that
   question's exploration as it did live (``summary_failed``); and the shared reader over CEE
-  full's top 5 there (``qa-cee-full``, from ``reproduce/qa-llm-cache.sqlite``, in this group);
+  full's and CEE robust's top 5 there (``qa-cee-full``, ``qa-cee-robust``, from
+  ``reproduce/qa-llm-cache.sqlite``, in this group);
   and ``robust`` alone on the whole ``hotpotqa_s``, which has no LLM facet index (robust's
   sentence facets need none), from ``reproduce/hotpotqa_s-cee-llm-cache.sqlite``.
 
@@ -110,8 +111,9 @@ CEE_RUNS: dict[str, tuple[str, ...]] = {
        for ds in ("musique", "2wiki_s")},
     "hotpotqa_s": ("cee-robust",),  # robust only: no LLM facet index there (retrieve_cee_robust)
 }
-# the datasets where the reader over cee-full's top 5 is recorded (qa-cee-full, group cee)
+# the datasets where the reader over CEE's top 5 is recorded (qa-<run>, group cee), and the runs
 CEE_READ = ("musique", "2wiki_s")
+CEE_READERS = ("cee-full", "cee-robust")
 # Groups replayed on the reported samples whole, not their first SAMPLE_QUESTIONS questions: CEE's
 # restricted facet index covers the passages that *any* question's dense top 3 reaches, so a cut
 # sample would index fewer passages, rank differently and ask for probes never recorded.
@@ -414,9 +416,9 @@ def _measure_group(run: _Stages, group: str, datasets: tuple[str, ...]) -> list[
             for name in runs[ds]:
                 _retrieval(run, ds, name)
                 entries += _scores(ds, name, METRICS, LLM_BAND, True)
-            if group == "cee" and ds in CEE_READ:
-                _reader(run, ds, "cee-full")
-                entries += _scores(ds, "qa-cee-full", QA_METRICS, LLM_BAND, True)
+            for name in CEE_READERS if group == "cee" and ds in CEE_READ else ():
+                _reader(run, ds, name)
+                entries += _scores(ds, f"qa-{name}", QA_METRICS, LLM_BAND, True)
     return entries
 
 

@@ -86,6 +86,8 @@ def test_cee_is_large_and_replays_from_its_recording() -> None:
     assert reproduce._group_datasets("cee", False) == ()
     assert all(reproduce.cee_cache(ds).is_file() for ds in reproduce.CEE_RUNS)
     assert set(reproduce.CEE_READ) <= set(reproduce.CEE_RUNS)
+    # the reader reads runs the group makes on those datasets
+    assert all(set(reproduce.CEE_READERS) <= set(reproduce.CEE_RUNS[ds]) for ds in reproduce.CEE_READ)
 
 
 @pytest.mark.parametrize("cut", [True, False])
