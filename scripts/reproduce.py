@@ -26,7 +26,8 @@ pipeline must give on a fixed sample, with a tolerance:
   :data:`LLM_BAND`): IRCoT, Self-Ask, S2G-RAG (``retrieve_iterative``), listwise reranking of
   the dense top 40 (``rerank-listwise``, ``retrieve_rerank``), HippoRAG 2 and CatRAG
   (``retrieve_graph``, over the LLM-free ``extract_triples`` index of the propositions) on both,
-  and GeAR (``retrieve_iterative_graph``).
+  GeAR (``retrieve_iterative_graph``), and query2doc (``retrieve_expansion``, recorded
+  2026-12-06).
   HippoRAG 2 on MuSiQue has no file of its own: its one LLM step (the recognition-memory filter,
   ``graph.hipporag2.recognition_memory``) sends exactly CatRAG's filter prompts, whose answers
   ``reproduce/musique-catrag-llm-cache.sqlite`` holds (as the 100 filter answers of
@@ -59,6 +60,12 @@ The run uses the real stage entry points in-process, in a scratch directory.
     python scripts/reproduce.py --add      # record new entries only if every recorded one reproduces
     python scripts/reproduce.py --only baselines[,qa] [--add|--write]   # just these groups
     python scripts/reproduce.py --only cee --add                         # CEE (~minutes)
+    python scripts/reproduce.py --only baselines --runs query2doc --add  # one run's entries
+
+``--runs NAME[,NAME]`` narrows the chosen groups to the named runs (``runs/<name>.parquet``;
+the reader over a run, ``qa-<name>``, goes with it): only their stages run and only their
+entries are checked or added. It cannot be combined with ``--write``, which rewrites whole
+groups.
 """
 
 from __future__ import annotations
@@ -97,11 +104,12 @@ PROPRAG_DATASETS = ("2wiki_s", "musique")
 BASELINE_METHODS: dict[str, str] = {
     "ircot": "ircot", "self_ask": "self_ask", "s2g_rag": "s2g_rag", "gear": "gear",
     "hipporag2": "hipporag2", "catrag": "catrag", "rerank-listwise": "listwise",
+    "query2doc": "query2doc", "hyde": "hyde",
 }
 # the runs replayed per dataset
 BASELINE_RUNS: dict[str, tuple[str, ...]] = {
-    "2wiki_s": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise"),
-    "musique": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise"),
+    ds: ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise", "query2doc")
+    for ds in ("2wiki_s", "musique")
 }
 # runs whose answers another run's recording holds: HippoRAG 2's filter prompts are CatRAG's
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
@@ -360,9 +368,34 @@ def parse_groups(argv: list[str]) -> tuple[str, ...]:
     return tuple(g for g in GROUPS if g in chosen)
 
 
-def select(entries: list[Entry], groups: tuple[str, ...]) -> list[Entry]:
-    """The entries of ``groups``."""
-    return [e for e in entries if group_of(e) in groups]
+def parse_runs(argv: list[str]) -> tuple[str, ...] | None:
+    """The run names of ``--runs NAME[,NAME]`` (or ``--runs=...``); None (every run) without
+    it. A ValueError names a missing value or a use with ``--write``."""
+    values = [a.split("=", 1)[1] for a in argv if a.startswith("--runs=")]
+    for i, arg in enumerate(argv):
+        if arg == "--runs":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise ValueError("--runs needs NAME[,NAME]")
+            values.append(argv[i + 1])
+    if not values:
+        return None
+    if "--write" in argv:
+        raise ValueError("--runs cannot be combined with --write (it rewrites whole groups)")
+    names = tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
+    if not names:
+        raise ValueError("--runs needs NAME[,NAME]")
+    return names
+
+
+def wanted(name: str, runs: tuple[str, ...] | None) -> bool:
+    """Whether run (or reader entry ``qa-<run>``) ``name`` is among ``runs`` (None: all)."""
+    return runs is None or name in runs or name.removeprefix("qa-") in runs
+
+
+def select(entries: list[Entry], groups: tuple[str, ...],
+           runs: tuple[str, ...] | None = None) -> list[Entry]:
+    """The entries of ``groups`` (and of ``runs``, when given)."""
+    return [e for e in entries if group_of(e) in groups and wanted(e.method, runs)]
 
 
 def is_large(entry: Entry) -> bool:
@@ -388,42 +421,47 @@ def _scores(ds: str, name: str, metrics: tuple[str, ...], tolerance: float,
     return [Entry(ds, name, m, values[m], tolerance, replay) for m in metrics]
 
 
-def _measure_group(run: _Stages, group: str, datasets: tuple[str, ...]) -> list[Entry]:
-    """Run the stages of ``group`` on ``datasets`` and return its measured entries."""
+def _measure_group(run: _Stages, group: str, datasets: tuple[str, ...],
+                   runs: tuple[str, ...] | None = None) -> list[Entry]:
+    """Run the stages of ``group`` on ``datasets`` (only those of ``runs``, when given) and
+    return its measured entries."""
     entries: list[Entry] = []
     if group == "deterministic":
-        for ds, name in [*((d, "bm25") for d in datasets), ("demo", "dense")]:
+        for ds, name in [(d, n) for d, n in [*((d, "bm25") for d in datasets), ("demo", "dense")]
+                         if wanted(n, runs)]:
             _retrieval(run, ds, name)
             entries += _scores(ds, name, METRICS, 1e-6, False)
     elif group == "evireform":
         for ds in datasets:
-            for name in (f"evireform-{v}" for v in EVIREFORM_VARIANTS):
+            for name in (f"evireform-{v}" for v in EVIREFORM_VARIANTS if wanted(f"evireform-{v}", runs)):
                 _retrieval(run, ds, name)
                 entries += _scores(ds, name, METRICS, LLM_BAND, True)
     elif group == "proprag":
         for ds in datasets:
-            for name in ("proprag", "evireform-fused"):
+            for name in (n for n in ("proprag", "evireform-fused") if wanted(n, runs)):
                 _retrieval(run, ds, name)
                 entries += _scores(ds, name, METRICS, PROPRAG_BAND, False)
     elif group == "qa":
         for ds in datasets:
-            for name in ("direct", "bm25", "dense") if ds == "demo" else QA_READERS:
+            for name in (n for n in (("direct", "bm25", "dense") if ds == "demo" else QA_READERS)
+                         if wanted(n, runs)):
                 _reader(run, ds, name)
                 entries += _scores(ds, f"qa-{name}", QA_METRICS, LLM_BAND, True)
     else:
-        runs = BASELINE_RUNS if group == "baselines" else CEE_RUNS
+        named = BASELINE_RUNS if group == "baselines" else CEE_RUNS
         for ds in datasets:
-            for name in runs[ds]:
+            for name in (n for n in named[ds] if wanted(n, runs)):
                 _retrieval(run, ds, name)
                 entries += _scores(ds, name, METRICS, LLM_BAND, True)
-            for name in CEE_READERS if group == "cee" and ds in CEE_READ else ():
+            for name in (n for n in (CEE_READERS if group == "cee" and ds in CEE_READ else ())
+                         if wanted(n, runs)):
                 _reader(run, ds, name)
                 entries += _scores(ds, f"qa-{name}", QA_METRICS, LLM_BAND, True)
     return entries
 
 
 def measure(cache: Path = RECORDED_CACHE, *, large: bool = True,
-            groups: tuple[str, ...] = GROUPS) -> list[Entry]:
+            groups: tuple[str, ...] = GROUPS, runs: tuple[str, ...] | None = None) -> list[Entry]:
     """Run the samples of ``groups`` and return the scores measured now (tolerances as
     recorded); ``large=False``: without the :func:`is_large` entries."""
     if not cache.exists():
@@ -433,23 +471,25 @@ def measure(cache: Path = RECORDED_CACHE, *, large: bool = True,
     for cut in (True, False):
         part = [(g, ds) for g, ds in plan if ds and (g in WHOLE_SAMPLE_GROUPS) != cut]
         if part:
-            entries += _measure_in_scratch(cache, _recordings(part), part, cut)
+            entries += _measure_in_scratch(cache, _recordings(part, runs), part, cut, runs)
     order = {g: i for i, g in enumerate(GROUPS)}
     return sorted(entries, key=lambda e: order[group_of(e)])
 
 
-def _recordings(plan: list[tuple[str, tuple[str, ...]]]) -> tuple[Path, ...]:
+def _recordings(plan: list[tuple[str, tuple[str, ...]]],
+                runs: tuple[str, ...] | None = None) -> tuple[Path, ...]:
     """The recorded caches ``plan``'s groups replay from (merged into its scratch cache): the
     shared :data:`EXTRA_CACHES`, each baseline run's and each CEE dataset's own file."""
     extra = [p for p in EXTRA_CACHES if p.exists()]
     extra += [baseline_cache(ds, name) for g, datasets in plan if g == "baselines"
-              for ds in datasets for name in BASELINE_RUNS[ds]]
+              for ds in datasets for name in BASELINE_RUNS[ds] if wanted(name, runs)]
     extra += [cee_cache(ds) for g, datasets in plan if g == "cee" for ds in datasets]
     return tuple(dict.fromkeys(extra))
 
 
 def _measure_in_scratch(cache: Path, extra: tuple[Path, ...],
-                        plan: list[tuple[str, tuple[str, ...]]], cut: bool) -> list[Entry]:
+                        plan: list[tuple[str, tuple[str, ...]]], cut: bool,
+                        runs: tuple[str, ...] | None = None) -> list[Entry]:
     """Measure ``plan`` in one scratch directory (:func:`_scratch`), replaying ``cache`` merged
     with ``extra``."""
     with _scratch(cut) as work:
@@ -458,7 +498,7 @@ def _measure_in_scratch(cache: Path, extra: tuple[Path, ...],
         _merge_caches(scratch_cache, extra)
         run = _Stages()
         with _replay(scratch_cache):
-            return [e for g, datasets in plan for e in _measure_group(run, g, datasets)]
+            return [e for g, datasets in plan for e in _measure_group(run, g, datasets, runs)]
 
 
 def load_expected(path: Path = EXPECTED) -> list[Entry]:
@@ -474,7 +514,7 @@ def write_expected(entries: list[Entry], path: Path = EXPECTED) -> None:
 
 
 def compare(expected: list[Entry], measured: list[Entry],
-            groups: tuple[str, ...] = GROUPS) -> list[str]:
+            groups: tuple[str, ...] = GROUPS, runs: tuple[str, ...] | None = None) -> list[str]:
     """Lines describing every expected score of ``groups`` the measured run misses (empty =
     reproduced); the expected scores of other groups are not checked.
 
@@ -483,7 +523,7 @@ def compare(expected: list[Entry], measured: list[Entry],
     """
     got = {(e.dataset, e.method, e.metric): e.value for e in measured}
     problems = []
-    for e in select(expected, groups):
+    for e in select(expected, groups, runs):
         value = got.get((e.dataset, e.method, e.metric))
         tol = 1e-6 if e.replay else e.tolerance
         if value is None:
@@ -516,18 +556,18 @@ def added(recorded: list[Entry], measured: list[Entry]) -> list[Entry]:
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
     try:
-        groups = parse_groups(argv)
+        groups, runs = parse_groups(argv), parse_runs(argv)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    measured = measure(groups=groups)
+    measured = measure(groups=groups, runs=runs)
     if "--write" in argv:
         entries = rewritten(load_expected(), measured, groups)
         write_expected(entries)
         print(f"wrote {len(entries)} expected scores ({len(measured)} measured now: "
               f"{', '.join(groups)}) to {EXPECTED}")
         return 0
-    problems = compare(load_expected(), measured, groups)
+    problems = compare(load_expected(), measured, groups, runs)
     for line in problems:
         print(line)
     if "--add" in argv and not problems:
@@ -536,8 +576,9 @@ def main(argv: list[str]) -> int:
         for e in new:
             print(f"added {e.dataset} {e.method} {e.metric} = {e.value:.6f}")
         print(f"added {len(new)} expected scores to {EXPECTED}")
-    checked = len(select(load_expected(), groups))
-    print(f"{checked - len(problems)}/{checked} expected scores of {', '.join(groups)} reproduced "
+    checked = len(select(load_expected(), groups, runs))
+    scope = ", ".join(groups) + (f" (runs {', '.join(runs)})" if runs else "")
+    print(f"{checked - len(problems)}/{checked} expected scores of {scope} reproduced "
           f"({len(measured)} measured)")
     return 1 if problems else 0
 

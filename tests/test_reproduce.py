@@ -60,6 +60,26 @@ def test_only_selects_groups_and_compare_checks_just_their_entries() -> None:
     assert len(reproduce.compare(expected, moved, ("baselines",))) == 1
 
 
+def test_runs_narrows_the_checked_entries_to_the_named_runs_and_their_reader() -> None:
+    assert reproduce.parse_runs(["--only", "baselines"]) is None
+    assert reproduce.parse_runs(["--runs", "query2doc,hyde", "--add"]) == ("query2doc", "hyde")
+    assert reproduce.parse_runs(["--runs=cee-robust"]) == ("cee-robust",)
+    for bad in (["--runs"], ["--runs", "--add"], ["--runs="], ["--runs", "hyde", "--write"]):
+        with pytest.raises(ValueError):
+            reproduce.parse_runs(bad)
+    assert reproduce.wanted("qa-cee-robust", ("cee-robust",))
+    assert not reproduce.wanted("cee-full", ("cee-robust",))
+    assert reproduce.wanted("anything", None)
+    expected = [_entry("musique", "catrag"), _entry("musique", "query2doc"),
+                _entry("musique", "cee-robust"), _entry("musique", "qa-cee-robust")]
+    # catrag is not measured, but outside --runs it is not checked either
+    measured = [_entry("musique", "query2doc")]
+    assert reproduce.compare(expected, measured, ("baselines",), ("query2doc",)) == []
+    assert len(reproduce.compare(expected, measured, ("baselines",))) == 1
+    assert [e.method for e in reproduce.select(expected, ("cee",), ("cee-robust",))] == [
+        "cee-robust", "qa-cee-robust"]
+
+
 def test_add_and_write_keep_the_unselected_groups() -> None:
     recorded = [_entry("demo", "bm25"), _entry("musique", "catrag"), _entry("musique", "ircot")]
     measured = [_entry("musique", "catrag", 0.7), _entry("2wiki_s", "gear")]
