@@ -26,8 +26,9 @@ pipeline must give on a fixed sample, with a tolerance:
   :data:`LLM_BAND`): IRCoT, Self-Ask, S2G-RAG (``retrieve_iterative``), listwise reranking of
   the dense top 40 (``rerank-listwise``, ``retrieve_rerank``), HippoRAG 2 and CatRAG
   (``retrieve_graph``, over the LLM-free ``extract_triples`` index of the propositions) on both,
-  GeAR (``retrieve_iterative_graph``), and query2doc (``retrieve_expansion``, recorded
-  2026-12-06).
+  GeAR (``retrieve_iterative_graph``), query2doc and HyDE
+  (``retrieve_expansion``, recorded 2026-12-06; HyDE's 8 samples per question, at temperature
+  0.7 with one seed each, are cache entries like any other answer).
   HippoRAG 2 on MuSiQue has no file of its own: its one LLM step (the recognition-memory filter,
   ``graph.hipporag2.recognition_memory``) sends exactly CatRAG's filter prompts, whose answers
   ``reproduce/musique-catrag-llm-cache.sqlite`` holds (as the 100 filter answers of
@@ -108,8 +109,10 @@ BASELINE_METHODS: dict[str, str] = {
 }
 # the runs replayed per dataset
 BASELINE_RUNS: dict[str, tuple[str, ...]] = {
-    ds: ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise", "query2doc")
-    for ds in ("2wiki_s", "musique")
+    "2wiki_s": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
+                "query2doc", "hyde"),
+    "musique": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
+                "query2doc", "hyde"),
 }
 # runs whose answers another run's recording holds: HippoRAG 2's filter prompts are CatRAG's
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
