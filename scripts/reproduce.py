@@ -390,6 +390,21 @@ def parse_runs(argv: list[str]) -> tuple[str, ...] | None:
     return names
 
 
+def known_runs() -> set[str]:
+    """Every run name some group measures (``--runs`` accepts only these)."""
+    return {"bm25", "dense", "direct", "proprag", "evireform-fused", *QA_READERS,
+            *(f"evireform-{v}" for v in EVIREFORM_VARIANTS), *CEE_READERS,
+            *(n for names in BASELINE_RUNS.values() for n in names),
+            *(n for names in CEE_RUNS.values() for n in names)}
+
+
+def check_runs(runs: tuple[str, ...] | None) -> None:
+    """A ValueError naming every run of ``runs`` that no group measures (e.g. a typo)."""
+    unknown = sorted(set(runs or ()) - known_runs())
+    if unknown:
+        raise ValueError(f"--runs: unknown run(s) {unknown}; known: {', '.join(sorted(known_runs()))}")
+
+
 def wanted(name: str, runs: tuple[str, ...] | None) -> bool:
     """Whether run (or reader entry ``qa-<run>``) ``name`` is among ``runs`` (None: all)."""
     return runs is None or name in runs or name.removeprefix("qa-") in runs
@@ -560,6 +575,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
     try:
         groups, runs = parse_groups(argv), parse_runs(argv)
+        check_runs(runs)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

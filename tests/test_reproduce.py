@@ -67,6 +67,9 @@ def test_runs_narrows_the_checked_entries_to_the_named_runs_and_their_reader() -
     for bad in (["--runs"], ["--runs", "--add"], ["--runs="], ["--runs", "hyde", "--write"]):
         with pytest.raises(ValueError):
             reproduce.parse_runs(bad)
+    reproduce.check_runs(("hyde", "cee-robust", "query2doc"))
+    with pytest.raises(ValueError, match="hydee"):
+        reproduce.check_runs(("hydee",))
     assert reproduce.wanted("qa-cee-robust", ("cee-robust",))
     assert not reproduce.wanted("cee-full", ("cee-robust",))
     assert reproduce.wanted("anything", None)
