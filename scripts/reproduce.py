@@ -353,41 +353,44 @@ def group_of(entry: Entry) -> str:
     raise ValueError(f"{entry.dataset} {method}: no group")
 
 
+def _list_option(argv: list[str], flag: str, metavar: str) -> list[str] | None:
+    """The comma-separated values of ``flag VALUE`` / ``flag=VALUE`` (every occurrence,
+    stripped, empty items dropped); None when ``flag`` is absent. A ValueError when ``flag``
+    is last or followed by another option."""
+    values = [a.split("=", 1)[1] for a in argv if a.startswith(f"{flag}=")]
+    for i, arg in enumerate(argv):
+        if arg == flag:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise ValueError(f"{flag} needs {metavar}")
+            values.append(argv[i + 1])
+    if not values:
+        return None
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
 def parse_groups(argv: list[str]) -> tuple[str, ...]:
     """The groups of ``--only GROUP[,GROUP]`` (or ``--only=...``) in :data:`GROUPS` order;
     every group without it. A ValueError names an unknown group or a missing value."""
-    values = [a.split("=", 1)[1] for a in argv if a.startswith("--only=")]
-    for i, arg in enumerate(argv):
-        if arg == "--only":
-            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
-                raise ValueError("--only needs GROUP[,GROUP]")
-            values.append(argv[i + 1])
-    if not values:
+    names = _list_option(argv, "--only", "GROUP[,GROUP]")
+    if names is None:
         return GROUPS
-    chosen = {g.strip() for v in values for g in v.split(",") if g.strip()}
-    unknown = sorted(chosen - set(GROUPS))
-    if unknown or not chosen:
+    unknown = sorted(set(names) - set(GROUPS))
+    if unknown or not names:
         raise ValueError(f"unknown group(s) {unknown}; known: {', '.join(GROUPS)}")
-    return tuple(g for g in GROUPS if g in chosen)
+    return tuple(g for g in GROUPS if g in names)
 
 
 def parse_runs(argv: list[str]) -> tuple[str, ...] | None:
     """The run names of ``--runs NAME[,NAME]`` (or ``--runs=...``); None (every run) without
     it. A ValueError names a missing value or a use with ``--write``."""
-    values = [a.split("=", 1)[1] for a in argv if a.startswith("--runs=")]
-    for i, arg in enumerate(argv):
-        if arg == "--runs":
-            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
-                raise ValueError("--runs needs NAME[,NAME]")
-            values.append(argv[i + 1])
-    if not values:
+    names = _list_option(argv, "--runs", "NAME[,NAME]")
+    if names is None:
         return None
     if "--write" in argv:
         raise ValueError("--runs cannot be combined with --write (it rewrites whole groups)")
-    names = tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
     if not names:
         raise ValueError("--runs needs NAME[,NAME]")
-    return names
+    return tuple(dict.fromkeys(names))
 
 
 def known_runs() -> set[str]:
