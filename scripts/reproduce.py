@@ -10,8 +10,9 @@ pipeline must give on a fixed sample, with a tolerance:
   cache of ``make demo``) with ``EVICHAIN_LLM_REPLAY=1``: no model is needed and a call the
   cache cannot answer fails as ``replay_miss`` (e.g. after a prompt change: re-record). The
   tolerance band stated per entry is what a live re-run with the same model may move;
-* EviReform base/full/robust/hybrid on the first 50 questions of ``2wiki_s`` and on
-  MuSiQue-100 (sentence extractor), replayed from the selection and reformulation answers of
+* EviReform base/full, the paper's residual-only and repeat-question controls and
+  robust/hybrid on the first 50 questions of ``2wiki_s`` and on MuSiQue-100 (sentence
+  extractor), replayed from the selection and reformulation answers of
   the recorded 100-question runs (``reproduce/2wiki_s-llm-cache.sqlite``,
   ``reproduce/musique-evireform-llm-cache.sqlite``, merged into the scratch cache);
 * the shared reader's EM/F1 there (direct inference, and the reader over evireform-full's and
@@ -96,8 +97,10 @@ BM25_DATASETS = ("demo", "2wiki_s", "musique", "hotpotqa_s")
 LLM_BAND = 0.10  # a live re-run (no recorded cache) with the same model may move this much
 PROPRAG_BAND = 0.005
 EVIREFORM_DATASETS = ("demo", "2wiki_s", "musique")  # EviReform variants replayed from recorded answers
-# robust / hybrid (ours, issue 38) make exactly full's LLM calls, so full's answers replay them
-EVIREFORM_VARIANTS = ("base", "full", "robust", "hybrid")
+# robust / hybrid (ours, issue 38) and the paper's residual_only / repeat_question controls make
+# exactly full's LLM calls (the latter two only read the answers differently), so full's answers
+# replay them
+EVIREFORM_VARIANTS = ("base", "full", "residual_only", "repeat_question", "robust", "hybrid")
 # the shared reader on the benchmark samples (issue 40), replayed from reproduce/qa-llm-cache.sqlite
 QA_READERS = ("direct", "evireform-full", "evireform-robust", "proprag", "evireform-fused")
 PROPRAG_DATASETS = ("2wiki_s", "musique")
