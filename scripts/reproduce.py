@@ -27,9 +27,9 @@ pipeline must give on a fixed sample, with a tolerance:
   :data:`LLM_BAND`): IRCoT, Self-Ask, S2G-RAG (``retrieve_iterative``), listwise reranking of
   the dense top 40 (``rerank-listwise``, ``retrieve_rerank``), HippoRAG 2 and CatRAG
   (``retrieve_graph``, over the LLM-free ``extract_triples`` index of the propositions) on both,
-  GeAR (``retrieve_iterative_graph``), query2doc and HyDE
-  (``retrieve_expansion``, recorded 2026-12-06; HyDE's 8 samples per question, at temperature
-  0.7 with one seed each, are cache entries like any other answer).
+  GeAR (``retrieve_iterative_graph``), query2doc, HyDE and LameR
+  (``retrieve_expansion``, recorded 2026-12-06; HyDE's 8 and LameR's 5 samples per question, at
+  temperature 0.7 with one seed each, are cache entries like any other answer).
   HippoRAG 2 on MuSiQue has no file of its own: its one LLM step (the recognition-memory filter,
   ``graph.hipporag2.recognition_memory``) sends exactly CatRAG's filter prompts, whose answers
   ``reproduce/musique-catrag-llm-cache.sqlite`` holds (as the 100 filter answers of
@@ -108,12 +108,12 @@ PROPRAG_DATASETS = ("2wiki_s", "musique")
 BASELINE_METHODS: dict[str, str] = {
     "ircot": "ircot", "self_ask": "self_ask", "s2g_rag": "s2g_rag", "gear": "gear",
     "hipporag2": "hipporag2", "catrag": "catrag", "rerank-listwise": "listwise",
-    "query2doc": "query2doc", "hyde": "hyde",
+    "query2doc": "query2doc", "hyde": "hyde", "lamer": "lamer",
 }
 # the runs replayed per dataset
 BASELINE_RUNS: dict[str, tuple[str, ...]] = {
     "2wiki_s": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
-                "query2doc", "hyde"),
+                "query2doc", "hyde", "lamer"),
     "musique": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
                 "query2doc", "hyde"),
 }
