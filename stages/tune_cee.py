@@ -17,8 +17,8 @@ from pathlib import Path
 
 import typer
 
-from stages._common import check_failure_rate, run_stage
-from stages._tuning import require_tuning_dataset, write_tuning
+from stages._common import run_stage
+from stages._tuning import finish_tuning, require_tuning_dataset
 
 app = typer.Typer(add_completion=False)
 
@@ -35,15 +35,8 @@ def main(dataset: str = typer.Option(...),
         require_tuning_dataset(params, dataset)
         out = run_tuning(DatasetPaths(dataset), params.cee, params.llm, params.embed,
                          orch=params.orchestration)
-        _, json_path = write_tuning(dataset, "cee", out.table, {"bridge_inherit": out.chosen},
-                                    out.summary)
-        usage = out.summary["llm_usage"]
-        check_failure_rate(int(usage.get("failures", 0)), int(usage.get("requests", 0)),
-                           params.llm.max_failure_rate, key="llm.max_failure_rate",
-                           what="LLM requests", see=json_path)
-        return {"dataset": dataset, "chosen": {"bridge_inherit": out.chosen},
-                "configurations": out.summary["configurations"],
-                "llm_calls": usage.get("calls", 0)}
+        return finish_tuning(dataset, "cee", params, out.table, {"bridge_inherit": out.chosen},
+                             out.summary)
 
     run_stage(f"tune_cee@{dataset}", body)
 

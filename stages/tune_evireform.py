@@ -7,7 +7,8 @@ stage depends on ``full``'s trace and replays them from the LLM cache. Writes
 objective and every metric's mean) and ``reports/tuning/<dataset>-evireform.json`` (the
 chosen values, the objective, the question count). The chosen values are copied into
 ``evireform.robust`` of ``params.yaml`` by hand, and ``tests/test_tuning_recorded.py`` checks
-that they agree, so a report never runs with values the tuning did not choose.
+that they agree, so a report never runs with values the tuning did not choose. Fails (after
+writing) above ``llm.max_failure_rate`` of failed LLM requests.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import typer
 
 from stages._common import run_stage
-from stages._tuning import require_tuning_dataset, write_tuning
+from stages._tuning import finish_tuning, require_tuning_dataset
 
 app = typer.Typer(add_completion=False)
 
@@ -34,10 +35,7 @@ def main(dataset: str = typer.Option(...),
         require_tuning_dataset(params, dataset)
         out = run_tuning(DatasetPaths(dataset), params.evireform, params.llm, params.embed,
                          orch=params.orchestration)
-        write_tuning(dataset, "evireform", out.table, out.chosen, out.summary)
-        return {"dataset": dataset, "chosen": out.chosen,
-                "configurations": out.summary["configurations"],
-                "llm_calls": out.summary["llm_usage"].get("calls", 0)}
+        return finish_tuning(dataset, "evireform", params, out.table, out.chosen, out.summary)
 
     run_stage(f"tune_evireform@{dataset}", body)
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from evichain.config import load_params
-from stages._tuning import require_tuning_dataset, tuning_files, write_tuning
+from stages._tuning import finish_tuning, require_tuning_dataset, tuning_files, write_tuning
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,3 +34,27 @@ def test_reported_samples_are_refused_and_tuning_samples_pass() -> None:
         require_tuning_dataset(params, ds)
     with pytest.raises(ValueError, match="tuning_datasets"):
         require_tuning_dataset(params, "2wiki_s")
+
+
+def _summary(failures: int, requests: int) -> dict[str, object]:
+    return {"configurations": 2, "questions": 2,
+            "llm_usage": {"calls": 3, "failures": failures, "requests": requests}}
+
+
+def test_finish_tuning_writes_then_fails_above_the_failure_rate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    params = load_params(ROOT / "params.yaml")
+    table = pd.DataFrame({"k_r": [2, 4], "objective": [1.0, 1.5]})
+    limit = params.llm.max_failure_rate
+    ok_failures = int(limit * 100)  # at the limit: passes
+    line = finish_tuning("tune_x", "evireform", params, table, {"k_r": 4},
+                         _summary(ok_failures, 100))
+    assert line == {"dataset": "tune_x", "chosen": {"k_r": 4}, "configurations": 2,
+                    "llm_calls": 3}
+    _, json_path = tuning_files("tune_x", "evireform")
+    json_path.unlink()
+    with pytest.raises(RuntimeError, match="llm.max_failure_rate"):
+        finish_tuning("tune_x", "evireform", params, table, {"k_r": 4},
+                      _summary(ok_failures + 1, 100))
+    assert json.loads(json_path.read_text())["llm_usage"]["failures"] == ok_failures + 1
