@@ -8,7 +8,8 @@ import pytest
 
 from evichain.metrics.bootstrap import paired_difference_ci, resample_indices, seed_for
 from evichain.report.ablations import (cee_ablation, cee_section, evireform_ablation,
-                                       evireform_contrasts, evireform_section, pool_analysis)
+                                       evireform_contrasts, evireform_controls, evireform_section,
+                                       pool_analysis)
 
 CELLS = {"evireform-base": [0.5, 0.5, 1.0, 0.0], "evireform-prop_only": [0.5, 1.0, 1.0, 0.0],
          "evireform-reform_only": [1.0, 0.5, 1.0, 0.5], "evireform-full": [1.0, 1.0, 1.0, 0.5]}
@@ -81,6 +82,27 @@ def test_section_prints_pools_from_the_metrics_json() -> None:
     md = evireform_section("toy", metrics, _per_q(), 200)
     assert "| ✓ | ✓ | evireform-full | 4 | 87.5 | 87.5 | 87.5 |" in md
     assert "Table A.4" in md and "+37.50" in md
+
+
+def test_controls_panel_contrasts_full_against_each_control_that_ran() -> None:
+    metrics, per_q = _metrics(), _per_q()
+    control = [1.0, 0.5, 0.5, 0.0]                         # full - control = (0, .5, .5, .5)
+    metrics["evireform-repeat_question"] = {"Recall@2": 0.5, "Recall@5": 0.5, "Chain@5": 0.5,
+                                            "n_questions": 4}
+    per_q["evireform-repeat_question"] = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"],
+                                                       "Recall@5": control})
+    lines = evireform_controls(metrics, per_q, "toy", 300)
+    md = "\n".join(lines)
+    assert "| evireform-repeat_question | original question repeated" in md
+    assert "residual_only" not in md                       # a control that did not run
+    indices = resample_indices(4, 300, seed_for("toy", "Recall@5"))
+    ci = paired_difference_ci(np.array(CELLS["evireform-full"]), np.array(control), indices=indices)
+    assert (f"| Recall@5 | full - repeat_question | 4 | +37.50 [{100 * ci.low:+.2f}, "
+            f"{100 * ci.high:+.2f}] |") in md
+    assert "Controls" in evireform_section("toy", metrics, per_q, 300)
+    assert evireform_controls(_metrics(), _per_q(), "toy", 300) == []   # no control ran
+    del metrics["evireform-full"]
+    assert evireform_controls(metrics, per_q, "toy", 300) == []        # nothing to compare with
 
 
 @pytest.mark.parametrize("present", [["cee-full"], ["cee-full", "cee-no_sequential"]])

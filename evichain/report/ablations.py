@@ -5,6 +5,11 @@
   ``mean(a − b)`` of two cells with a paired bootstrap 95% CI over the questions both were
   evaluated on (:func:`evichain.metrics.bootstrap.paired_difference_ci`; one index matrix per
   dataset and metric, seed :func:`~evichain.metrics.bootstrap.seed_for`).
+* EviReform controls (Table A.2 panel a/b, §A.4): ``full`` beside each control that ran
+  (``residual_only``: s = r; ``repeat_question``: the original question instead of the residual
+  queries, matched retrieval count; ``reorder``: the Listing 15 judge over the question's pool;
+  ``rounds3``: up to three rounds) and ``mean(full − control)`` with its paired CI, over the
+  questions full and every listed control answered.
 * EviReform pools (Appendix A.3, Tables A.3 / A.4): :func:`pool_analysis` summarises one
   variant's trace in the evaluate stage (coverage of C₀ and C₊, transitions of pools that miss
   gold, selection survival, tokens per question for selection and reformulation); the report
@@ -42,6 +47,13 @@ EVIREFORM_CONTRASTS: tuple[tuple[str, str, str], ...] = (
     ("both (full - base)", "evireform-full", "evireform-base"))
 
 EVIREFORM_METRICS: tuple[str, ...] = ("Recall@2", "Recall@5", "Chain@5")
+
+# (method, what it changes): the controls of Table A.2 / §A.4, each compared with ``full``.
+EVIREFORM_CONTROLS: tuple[tuple[str, str], ...] = (
+    ("evireform-residual_only", "residual queries only (s = r)"),
+    ("evireform-repeat_question", "original question repeated instead of residual queries"),
+    ("evireform-reorder", "LLM reorders the question's pool (Listing 15)"),
+    ("evireform-rounds3", "up to three reformulation rounds (Listing 16)"))
 
 CEE_ROWS: tuple[tuple[str, str], ...] = (
     ("cee-full", "CEE (full)"), ("cee-no_coverage", "w/o coverage-aware final ranking"),
@@ -117,7 +129,8 @@ def evireform_contrasts(per_q: Mapping[str, pd.DataFrame], dataset: str,
 
 def evireform_section(dataset: str, metrics: Mapping[str, Json],
                       per_q: Mapping[str, pd.DataFrame], n_resamples: int) -> str:
-    """Markdown of the 2×2, its contrasts and the pool analyses of one dataset ('' if not run)."""
+    """Markdown of the 2×2, its contrasts, the controls and the pool analyses of one dataset
+    ('' if no cell of the 2×2 ran)."""
     table = evireform_ablation(metrics)
     if table.empty:
         return ""
@@ -125,13 +138,32 @@ def evireform_section(dataset: str, metrics: Mapping[str, Json],
              render_plain_markdown(table), ""]
     parts += contrast_markdown(evireform_contrasts(per_q, dataset, n_resamples=n_resamples),
                                "every cell", n_resamples)
+    parts += evireform_controls(metrics, per_q, dataset, n_resamples)
     parts += _pool_tables(metrics)
     return "\n".join(parts)
 
 
+def evireform_controls(metrics: Mapping[str, Json], per_q: Mapping[str, pd.DataFrame],
+                       dataset: str, n_resamples: int) -> list[str]:
+    """Lines of the controls panel: ``full`` and every control that ran (percentages), then
+    ``full − control`` per metric with paired CIs; [] when ``full`` or every control is missing."""
+    ran = [(m, what) for m, what in EVIREFORM_CONTROLS if m in metrics]
+    if "evireform-full" not in metrics or not ran:
+        return []
+    rows = [{"method": m, "changes": what, **_scores(metrics[m], EVIREFORM_METRICS)}
+            for m, what in [("evireform-full", "the full method"), *ran]]
+    methods = ["evireform-full", *(m for m, _ in ran)]
+    contrasts = paired_contrasts({m: per_q[m] for m in methods if m in per_q}, dataset,
+                                 [(f"full - {m.removeprefix('evireform-')}", "evireform-full", m)
+                                  for m, _ in ran], EVIREFORM_METRICS, n_resamples)
+    return (["Controls (EviReform Table A.2 shape; percentages):", "",
+             render_plain_markdown(pd.DataFrame(rows)), ""]
+            + contrast_markdown(contrasts, "full and every listed control", n_resamples))
+
+
 def _pool_tables(metrics: Mapping[str, Json]) -> list[str]:
     coverage, transitions, selection, tokens = [], [], [], []
-    for method, _, _ in EVIREFORM_CELLS:
+    for method in [m for m, _, _ in EVIREFORM_CELLS] + [m for m, _ in EVIREFORM_CONTROLS]:
         pools = metrics.get(method, {}).get("pool_analysis")
         if not pools:
             continue
