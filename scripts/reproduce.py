@@ -115,7 +115,7 @@ BASELINE_RUNS: dict[str, tuple[str, ...]] = {
     "2wiki_s": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
                 "query2doc", "hyde", "lamer"),
     "musique": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
-                "query2doc", "hyde"),
+                "query2doc", "hyde", "lamer"),
 }
 # runs whose answers another run's recording holds: HippoRAG 2's filter prompts are CatRAG's
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
