@@ -112,10 +112,9 @@ BASELINE_METHODS: dict[str, str] = {
 }
 # the runs replayed per dataset
 BASELINE_RUNS: dict[str, tuple[str, ...]] = {
-    "2wiki_s": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
-                "query2doc", "hyde", "lamer"),
-    "musique": ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
-                "query2doc", "hyde", "lamer"),
+    ds: ("ircot", "self_ask", "s2g_rag", "gear", "hipporag2", "catrag", "rerank-listwise",
+         "query2doc", "hyde", "lamer")
+    for ds in ("2wiki_s", "musique")
 }
 # runs whose answers another run's recording holds: HippoRAG 2's filter prompts are CatRAG's
 BASELINE_CACHE_OF: dict[tuple[str, str], str] = {("musique", "hipporag2"): "catrag"}
@@ -406,9 +405,10 @@ def known_runs() -> set[str]:
 
 def check_runs(runs: tuple[str, ...] | None) -> None:
     """A ValueError naming every run of ``runs`` that no group measures (e.g. a typo)."""
-    unknown = sorted(set(runs or ()) - known_runs())
+    known = known_runs()
+    unknown = sorted(set(runs or ()) - known)
     if unknown:
-        raise ValueError(f"--runs: unknown run(s) {unknown}; known: {', '.join(sorted(known_runs()))}")
+        raise ValueError(f"--runs: unknown run(s) {unknown}; known: {', '.join(sorted(known))}")
 
 
 def wanted(name: str, runs: tuple[str, ...] | None) -> bool:
