@@ -11,16 +11,19 @@ pipeline must give on a fixed sample, with a tolerance:
   cache cannot answer fails as ``replay_miss`` (e.g. after a prompt change: re-record). The
   tolerance band stated per entry is what a live re-run with the same model may move;
 * EviReform base/full, the paper's residual-only and repeat-question controls and
-  robust/hybrid on the first 50 questions of ``2wiki_s`` and on MuSiQue-100 (sentence
-  extractor), replayed from the selection and reformulation answers of
+  robust/hybrid on the first 50 questions of ``2wiki_s`` and ``hotpotqa_s`` and on MuSiQue-100
+  (sentence extractor), replayed from the selection and reformulation answers of
   the recorded 100-question runs (``reproduce/2wiki_s-llm-cache.sqlite``,
-  ``reproduce/musique-evireform-llm-cache.sqlite``, merged into the scratch cache);
+  ``reproduce/musique-evireform-llm-cache.sqlite``,
+  ``reproduce/hotpotqa_s-evireform-llm-cache.sqlite``, merged into the scratch cache);
 * the shared reader's EM/F1 there (direct inference, and the reader over evireform-full's and
   evireform-robust's top 5), replayed from ``reproduce/qa-llm-cache.sqlite``;
-* PropRAG (LLM-free) on the first 50 questions of ``2wiki_s`` and on MuSiQue-100: tolerance
+* PropRAG (LLM-free) on the first 50 questions of ``2wiki_s`` and ``hotpotqa_s`` and on
+  MuSiQue-100: tolerance
   0.005 (its beam search ranks re-encoded path texts; float differences of another CPU's
   kernels may swap near-ties); ``evireform-fused`` (ours: robust ⊕ PropRAG, the ``fuse``
-  stage) there with the same tolerance, and the reader over PropRAG's and the fused top 5;
+  stage) there with the same tolerance, and the reader over PropRAG's and the fused top 5
+  (not on ``hotpotqa_s``, where no reader answers are recorded);
 * the LLM baselines (issue 40) on the first 50 questions of ``2wiki_s`` and on MuSiQue-100,
   replayed from the answers of their recorded 100-question runs
   (``reproduce/<dataset>-<run>-llm-cache.sqlite``, merged into the scratch cache; tolerance
@@ -63,11 +66,14 @@ The run uses the real stage entry points in-process, in a scratch directory.
     python scripts/reproduce.py --only baselines[,qa] [--add|--write]   # just these groups
     python scripts/reproduce.py --only cee --add                         # CEE (~minutes)
     python scripts/reproduce.py --only baselines --runs query2doc --add  # one run's entries
+    python scripts/reproduce.py --only evireform --datasets hotpotqa_s   # one dataset's entries
 
 ``--runs NAME[,NAME]`` narrows the chosen groups to the named runs (``runs/<name>.parquet``;
 the reader over a run, ``qa-<name>``, goes with it): only their stages run and only their
-entries are checked or added. It cannot be combined with ``--write``, which rewrites whole
-groups.
+entries are checked or added. ``--datasets DS[,DS]`` narrows them the same way to the named
+datasets (e.g. ``--only evireform,proprag --datasets hotpotqa_s --add`` after a new
+recording there). Neither can be combined with ``--write``, which rewrites whole groups.
+``--help`` prints this text.
 """
 
 from __future__ import annotations
@@ -89,6 +95,7 @@ EXPECTED = ROOT / "reproduce" / "expected_scores.yaml"
 RECORDED_CACHE = ROOT / "reproduce" / "demo-llm-cache.sqlite"
 EXTRA_CACHES = (ROOT / "reproduce" / "2wiki_s-llm-cache.sqlite",  # merged into the scratch cache
                 ROOT / "reproduce" / "musique-evireform-llm-cache.sqlite",
+                ROOT / "reproduce" / "hotpotqa_s-evireform-llm-cache.sqlite",
                 ROOT / "reproduce" / "qa-llm-cache.sqlite")
 SAMPLE_QUESTIONS = 50
 METRICS = ("Recall@2", "Recall@5", "Recall@10", "Chain@5", "nDCG@10")
@@ -96,14 +103,16 @@ QA_METRICS = ("EM", "F1")
 BM25_DATASETS = ("demo", "2wiki_s", "musique", "hotpotqa_s")
 LLM_BAND = 0.10  # a live re-run (no recorded cache) with the same model may move this much
 PROPRAG_BAND = 0.005
-EVIREFORM_DATASETS = ("demo", "2wiki_s", "musique")  # EviReform variants replayed from recorded answers
+# EviReform variants replayed from recorded answers (hotpotqa_s: full's answers recorded 2026-12-07)
+EVIREFORM_DATASETS = ("demo", "2wiki_s", "musique", "hotpotqa_s")
+QA_DATASETS = ("demo", "2wiki_s", "musique")  # where the shared reader's answers are recorded
 # robust / hybrid (ours, issue 38) and the paper's residual_only / repeat_question controls make
 # exactly full's LLM calls (the latter two only read the answers differently), so full's answers
 # replay them
 EVIREFORM_VARIANTS = ("base", "full", "residual_only", "repeat_question", "robust", "hybrid")
 # the shared reader on the benchmark samples (issue 40), replayed from reproduce/qa-llm-cache.sqlite
 QA_READERS = ("direct", "evireform-full", "evireform-robust", "proprag", "evireform-fused")
-PROPRAG_DATASETS = ("2wiki_s", "musique")
+PROPRAG_DATASETS = ("2wiki_s", "musique", "hotpotqa_s")
 # LLM baselines (issue 40): run name (runs/<run>.parquet) -> --method of stages.retrieve_method
 BASELINE_METHODS: dict[str, str] = {
     "ircot": "ircot", "self_ask": "self_ask", "s2g_rag": "s2g_rag", "gear": "gear",
@@ -179,8 +188,27 @@ class _Stages:
             return False
         self.done.add(key)
         _forget_clients()
-        main(params_file=Path("params.yaml"), **kwargs)
+        main(**_with_option_defaults(main, {"params_file": Path("params.yaml"), **kwargs}))
         return True
+
+
+def _with_option_defaults(main: Callable[..., None], kwargs: dict[str, object]) -> dict[str, object]:
+    """``kwargs`` plus the default of every Typer option of ``main`` they leave out: a stage
+    entry point called as a plain function would otherwise see the ``typer.Option`` object
+    itself as the value (e.g. ``stages.fuse``'s ``record``, where None means ``fuse``). A
+    required option left out is a TypeError naming it."""
+    import inspect
+
+    from typer.models import OptionInfo
+
+    out = dict(kwargs)
+    for name, param in inspect.signature(main).parameters.items():
+        if name in out or not isinstance(param.default, OptionInfo):
+            continue
+        if param.default.default is ...:
+            raise TypeError(f"{main.__module__}.{main.__name__}: required option {name!r} not given")
+        out[name] = param.default.default
+    return out
 
 
 def _forget_clients() -> None:
@@ -395,6 +423,22 @@ def parse_runs(argv: list[str]) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(names))
 
 
+def parse_datasets(argv: list[str]) -> tuple[str, ...] | None:
+    """The datasets of ``--datasets DS[,DS]`` (or ``--datasets=...``); None (every dataset of
+    the chosen groups) without it. A ValueError names an unknown dataset, a missing value or
+    a use with ``--write``."""
+    names = _list_option(argv, "--datasets", "DS[,DS]")
+    if names is None:
+        return None
+    if "--write" in argv:
+        raise ValueError("--datasets cannot be combined with --write (it rewrites whole groups)")
+    known = {ds for g in GROUPS for ds in _group_datasets(g, True)}
+    unknown = sorted(set(names) - known)
+    if unknown or not names:
+        raise ValueError(f"--datasets: unknown dataset(s) {unknown}; known: {', '.join(sorted(known))}")
+    return tuple(dict.fromkeys(names))
+
+
 def known_runs() -> set[str]:
     """Every run name some group measures (``--runs`` accepts only these)."""
     return {"bm25", "dense", "direct", "proprag", "evireform-fused", *QA_READERS,
@@ -417,9 +461,11 @@ def wanted(name: str, runs: tuple[str, ...] | None) -> bool:
 
 
 def select(entries: list[Entry], groups: tuple[str, ...],
-           runs: tuple[str, ...] | None = None) -> list[Entry]:
-    """The entries of ``groups`` (and of ``runs``, when given)."""
-    return [e for e in entries if group_of(e) in groups and wanted(e.method, runs)]
+           runs: tuple[str, ...] | None = None,
+           datasets: tuple[str, ...] | None = None) -> list[Entry]:
+    """The entries of ``groups`` (and of ``runs`` and ``datasets``, when given)."""
+    return [e for e in entries if group_of(e) in groups and wanted(e.method, runs)
+            and (datasets is None or e.dataset in datasets)]
 
 
 def is_large(entry: Entry) -> bool:
@@ -433,7 +479,7 @@ def is_large(entry: Entry) -> bool:
 def _group_datasets(group: str, large: bool) -> tuple[str, ...]:
     """The datasets ``group`` is measured on (``large=False``: the demo's only)."""
     datasets = {"deterministic": BM25_DATASETS, "evireform": EVIREFORM_DATASETS,
-                "proprag": PROPRAG_DATASETS, "qa": EVIREFORM_DATASETS,
+                "proprag": PROPRAG_DATASETS, "qa": QA_DATASETS,
                 "baselines": tuple(BASELINE_RUNS), "cee": tuple(CEE_RUNS)}[group]
     return datasets if large or group == "deterministic" else tuple(d for d in datasets if d == "demo")
 
@@ -485,12 +531,15 @@ def _measure_group(run: _Stages, group: str, datasets: tuple[str, ...],
 
 
 def measure(cache: Path = RECORDED_CACHE, *, large: bool = True,
-            groups: tuple[str, ...] = GROUPS, runs: tuple[str, ...] | None = None) -> list[Entry]:
-    """Run the samples of ``groups`` and return the scores measured now (tolerances as
-    recorded); ``large=False``: without the :func:`is_large` entries."""
+            groups: tuple[str, ...] = GROUPS, runs: tuple[str, ...] | None = None,
+            datasets: tuple[str, ...] | None = None) -> list[Entry]:
+    """Run the samples of ``groups`` (on ``datasets``, when given) and return the scores
+    measured now (tolerances as recorded); ``large=False``: without the :func:`is_large`
+    entries."""
     if not cache.exists():
         raise FileNotFoundError(f"{cache}: no recorded LLM cache (copy the cache of `make demo`)")
-    plan = [(g, _group_datasets(g, large)) for g in GROUPS if g in groups]
+    plan = [(g, tuple(d for d in _group_datasets(g, large) if datasets is None or d in datasets))
+            for g in GROUPS if g in groups]
     entries: list[Entry] = []
     for cut in (True, False):
         part = [(g, ds) for g, ds in plan if ds and (g in WHOLE_SAMPLE_GROUPS) != cut]
@@ -538,16 +587,17 @@ def write_expected(entries: list[Entry], path: Path = EXPECTED) -> None:
 
 
 def compare(expected: list[Entry], measured: list[Entry],
-            groups: tuple[str, ...] = GROUPS, runs: tuple[str, ...] | None = None) -> list[str]:
-    """Lines describing every expected score of ``groups`` the measured run misses (empty =
-    reproduced); the expected scores of other groups are not checked.
+            groups: tuple[str, ...] = GROUPS, runs: tuple[str, ...] | None = None,
+            datasets: tuple[str, ...] | None = None) -> list[str]:
+    """Lines describing every expected score of ``groups`` (``runs``, ``datasets``) the
+    measured run misses (empty = reproduced); the other expected scores are not checked.
 
     A replayed LLM score must match exactly (the cache makes it deterministic); its band
     applies to live re-runs only.
     """
     got = {(e.dataset, e.method, e.metric): e.value for e in measured}
     problems = []
-    for e in select(expected, groups, runs):
+    for e in select(expected, groups, runs, datasets):
         value = got.get((e.dataset, e.method, e.metric))
         tol = 1e-6 if e.replay else e.tolerance
         if value is None:
@@ -579,20 +629,23 @@ def added(recorded: list[Entry], measured: list[Entry]) -> list[Entry]:
 
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
+    if "--help" in argv or "-h" in argv:
+        print(__doc__)
+        return 0
     try:
-        groups, runs = parse_groups(argv), parse_runs(argv)
+        groups, runs, datasets = parse_groups(argv), parse_runs(argv), parse_datasets(argv)
         check_runs(runs)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    measured = measure(groups=groups, runs=runs)
+    measured = measure(groups=groups, runs=runs, datasets=datasets)
     if "--write" in argv:
         entries = rewritten(load_expected(), measured, groups)
         write_expected(entries)
         print(f"wrote {len(entries)} expected scores ({len(measured)} measured now: "
               f"{', '.join(groups)}) to {EXPECTED}")
         return 0
-    problems = compare(load_expected(), measured, groups, runs)
+    problems = compare(load_expected(), measured, groups, runs, datasets)
     for line in problems:
         print(line)
     if "--add" in argv and not problems:
@@ -601,8 +654,9 @@ def main(argv: list[str]) -> int:
         for e in new:
             print(f"added {e.dataset} {e.method} {e.metric} = {e.value:.6f}")
         print(f"added {len(new)} expected scores to {EXPECTED}")
-    checked = len(select(load_expected(), groups, runs))
-    scope = ", ".join(groups) + (f" (runs {', '.join(runs)})" if runs else "")
+    checked = len(select(load_expected(), groups, runs, datasets))
+    scope = ", ".join(groups) + (f" (runs {', '.join(runs)})" if runs else "") + (
+        f" (datasets {', '.join(datasets)})" if datasets else "")
     print(f"{checked - len(problems)}/{checked} expected scores of {scope} reproduced "
           f"({len(measured)} measured)")
     return 1 if problems else 0

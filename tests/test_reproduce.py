@@ -83,6 +83,38 @@ def test_runs_narrows_the_checked_entries_to_the_named_runs_and_their_reader() -
         "cee-robust", "qa-cee-robust"]
 
 
+def test_datasets_narrows_the_checked_entries_to_the_named_datasets() -> None:
+    assert reproduce.parse_datasets(["--only", "evireform"]) is None
+    assert reproduce.parse_datasets(["--datasets", "hotpotqa_s,musique"]) == ("hotpotqa_s", "musique")
+    assert reproduce.parse_datasets(["--datasets=2wiki_s"]) == ("2wiki_s",)
+    for bad in (["--datasets"], ["--datasets", "--add"], ["--datasets", "hotpot"],
+                ["--datasets", "musique", "--write"]):
+        with pytest.raises(ValueError):
+            reproduce.parse_datasets(bad)
+    expected = [_entry("musique", "evireform-full"), _entry("hotpotqa_s", "evireform-full")]
+    measured = [_entry("hotpotqa_s", "evireform-full")]
+    assert reproduce.compare(expected, measured, ("evireform",), None, ("hotpotqa_s",)) == []
+    assert "musique" in reproduce.compare(expected, measured, ("evireform",))[0]
+    assert reproduce.select(expected, ("evireform",), None, ("musique",)) == expected[:1]
+
+
+def test_help_prints_the_usage_without_running_a_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert reproduce.main(["--help"]) == 0
+    assert "--datasets" in capsys.readouterr().out
+
+
+def test_stage_entry_points_called_in_process_get_their_option_defaults() -> None:
+    """A stage ``main`` called as a function gets its Typer defaults, not OptionInfo objects
+    (``stages.fuse`` with no ``record`` is the ``fuse`` stage, not ``fuse_seeds``)."""
+    from stages import fuse
+
+    kwargs = reproduce._with_option_defaults(fuse.main, {"dataset": "demo"})
+    assert kwargs["record"] is None and kwargs["params_file"] == Path("params.yaml")
+    assert reproduce._with_option_defaults(fuse.main, {"dataset": "d", "record": Path("r")})["record"] == Path("r")
+    with pytest.raises(TypeError, match="dataset"):
+        reproduce._with_option_defaults(fuse.main, {})
+
+
 def test_add_and_write_keep_the_unselected_groups() -> None:
     recorded = [_entry("demo", "bm25"), _entry("musique", "catrag"), _entry("musique", "ircot")]
     measured = [_entry("musique", "catrag", 0.7), _entry("2wiki_s", "gear")]
