@@ -79,6 +79,7 @@ recording there). Neither can be combined with ``--write``, which rewrites whole
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import shutil
@@ -197,8 +198,6 @@ def _with_option_defaults(main: Callable[..., None], kwargs: dict[str, object]) 
     entry point called as a plain function would otherwise see the ``typer.Option`` object
     itself as the value (e.g. ``stages.fuse``'s ``record``, where None means ``fuse``). A
     required option left out is a TypeError naming it."""
-    import inspect
-
     from typer.models import OptionInfo
 
     out = dict(kwargs)
@@ -410,33 +409,35 @@ def parse_groups(argv: list[str]) -> tuple[str, ...]:
     return tuple(g for g in GROUPS if g in names)
 
 
-def parse_runs(argv: list[str]) -> tuple[str, ...] | None:
-    """The run names of ``--runs NAME[,NAME]`` (or ``--runs=...``); None (every run) without
-    it. A ValueError names a missing value or a use with ``--write``."""
-    names = _list_option(argv, "--runs", "NAME[,NAME]")
+def _narrowing_option(argv: list[str], flag: str, metavar: str) -> tuple[str, ...] | None:
+    """The distinct values of a narrowing option (``--runs``, ``--datasets``) in order; None
+    without it. A ValueError names a missing value or a use with ``--write``."""
+    names = _list_option(argv, flag, metavar)
     if names is None:
         return None
     if "--write" in argv:
-        raise ValueError("--runs cannot be combined with --write (it rewrites whole groups)")
+        raise ValueError(f"{flag} cannot be combined with --write (it rewrites whole groups)")
     if not names:
-        raise ValueError("--runs needs NAME[,NAME]")
+        raise ValueError(f"{flag} needs {metavar}")
     return tuple(dict.fromkeys(names))
+
+
+def parse_runs(argv: list[str]) -> tuple[str, ...] | None:
+    """The run names of ``--runs NAME[,NAME]`` (or ``--runs=...``); None (every run) without
+    it. A ValueError names a missing value or a use with ``--write``."""
+    return _narrowing_option(argv, "--runs", "NAME[,NAME]")
 
 
 def parse_datasets(argv: list[str]) -> tuple[str, ...] | None:
     """The datasets of ``--datasets DS[,DS]`` (or ``--datasets=...``); None (every dataset of
     the chosen groups) without it. A ValueError names an unknown dataset, a missing value or
     a use with ``--write``."""
-    names = _list_option(argv, "--datasets", "DS[,DS]")
-    if names is None:
-        return None
-    if "--write" in argv:
-        raise ValueError("--datasets cannot be combined with --write (it rewrites whole groups)")
+    names = _narrowing_option(argv, "--datasets", "DS[,DS]")
     known = {ds for g in GROUPS for ds in _group_datasets(g, True)}
-    unknown = sorted(set(names) - known)
-    if unknown or not names:
+    unknown = sorted(set(names or ()) - known)
+    if unknown:
         raise ValueError(f"--datasets: unknown dataset(s) {unknown}; known: {', '.join(sorted(known))}")
-    return tuple(dict.fromkeys(names))
+    return names
 
 
 def known_runs() -> set[str]:

@@ -87,7 +87,7 @@ def test_datasets_narrows_the_checked_entries_to_the_named_datasets() -> None:
     assert reproduce.parse_datasets(["--only", "evireform"]) is None
     assert reproduce.parse_datasets(["--datasets", "hotpotqa_s,musique"]) == ("hotpotqa_s", "musique")
     assert reproduce.parse_datasets(["--datasets=2wiki_s"]) == ("2wiki_s",)
-    for bad in (["--datasets"], ["--datasets", "--add"], ["--datasets", "hotpot"],
+    for bad in (["--datasets"], ["--datasets", "--add"], ["--datasets", "hotpot"], ["--datasets="],
                 ["--datasets", "musique", "--write"]):
         with pytest.raises(ValueError):
             reproduce.parse_datasets(bad)
