@@ -14,7 +14,7 @@ response_format={"type": "json_object", "schema": ...})``:
 Prints prompt/completion tokens, seconds, tokens/s, the server's own prompt-eval and
 generation rates (parsed from its log), schema validity, and the server RSS.
 
-    .venv/bin/python scripts/bench_local_llm.py --model qwen2.5-coder-1.5b --repeats 3
+    .venv/bin/python -m benchmarks.bench_local_llm --model qwen2.5-coder-1.5b --repeats 3
 """
 
 from __future__ import annotations
@@ -25,20 +25,17 @@ import json
 import os
 import platform
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import jsonschema
+import litellm
 
-import jsonschema  # noqa: E402
-import litellm  # noqa: E402
-
-from evichain.llm.local_model import get_spec  # noqa: E402
-from evichain.llm.local_server import LocalLLMServer  # noqa: E402
+from evichain.llm.local_model import get_spec
+from evichain.llm.local_server import LocalLLMServer
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True

@@ -10,8 +10,8 @@ residual queries (the titles of the observed passages, like the bare-name querie
 offline model). The retriever's own clock subtracts LLM time; residual-query encoding (MiniLM
 on the CPU) is reported separately, since a hosted embedding service would replace it.
 
-Run: ``python scripts/bench_evireform.py [--questions N]`` (after
-``python -m stages.prepare --dataset 2wiki``). Writes ``scripts/bench_evireform.results.md``.
+Run: ``python -m benchmarks.bench_evireform [--questions N]`` (after
+``python -m stages.prepare --dataset 2wiki``). Writes ``benchmarks/bench_evireform.results.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,23 +27,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # one BLAS thread per question (as the flow)
 
-from evichain.config import EmbedParams, LLMParams  # noqa: E402
-from evichain.embed import get_embedder  # noqa: E402
-from evichain.io import read_parquet, write_text  # noqa: E402
-from evichain.llm import LLMCache, LLMClient  # noqa: E402
-from evichain.llm.scripted import set_responder  # noqa: E402
-from evichain.methods.evireform.canonicalize import canonicalize  # noqa: E402
-from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions  # noqa: E402
-from evichain.methods.evireform.index import EviReformIndex, build_index  # noqa: E402
-from evichain.methods.evireform.llm_steps import EviReformLLM  # noqa: E402
-from evichain.methods.evireform.params import EviReformParams, IndexParams  # noqa: E402
-from evichain.methods.hybrid import make_retriever  # noqa: E402
-from evichain.methods.evireform.variants import variant_params  # noqa: E402
-from evichain.paths import DatasetPaths  # noqa: E402
+from evichain.config import EmbedParams, LLMParams
+from evichain.embed import get_embedder
+from evichain.io import read_parquet, write_text
+from evichain.llm import LLMCache, LLMClient
+from evichain.llm.scripted import set_responder
+from evichain.methods.evireform.canonicalize import canonicalize
+from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
+from evichain.methods.evireform.index import EviReformIndex, build_index
+from evichain.methods.evireform.llm_steps import EviReformLLM
+from evichain.methods.evireform.params import EviReformParams, IndexParams
+from evichain.methods.hybrid import make_retriever
+from evichain.methods.evireform.variants import variant_params
+from evichain.paths import DatasetPaths
 
 RESULTS = Path(__file__).with_suffix(".results.md")
 VARIANTS = ("full", "prop_only_top", "base_top", "robust", "hybrid")
@@ -154,7 +152,7 @@ def report(dataset: str, index: EviReformIndex, build_s: dict[str, float], rows:
         "for the two cores while other processes (e.g. local LLM servers) run.", "",
         f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), Python "
         f"{platform.python_version()}, numpy {np.__version__}",
-        f"- run: `python scripts/bench_evireform.py --dataset {dataset}`",
+        f"- run: `python -m benchmarks.bench_evireform --dataset {dataset}`",
     ]
     return "\n".join(lines) + "\n"
 

@@ -7,7 +7,7 @@ over a whole corpus). Sizes follow the paper's defaults: |P(q)| = 1 + 3 probes �
 = 13, K_cand = 10 (so |A(q)| ≤ 130), 10 neighbours × 3 facets = 30 facets per passage,
 K_final = 10; plus a larger pool and the ablation variants. Seeded; single process.
 
-    .venv/bin/python scripts/bench_cee.py [--repeats 200] [--out scripts/bench_cee.results.md]
+    .venv/bin/python -m benchmarks.bench_cee [--repeats 200] [--out benchmarks/bench_cee.results.md]
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def main() -> None:
         ret.append(f"| {dim} | {n} | {n_p} | {r['p50']:.2f} | {r['p95']:.2f} | {r['mean']:.2f} |")
         print(ret[-1], flush=True)
     text = "\n".join([
-        "# CEE online compute latency (scripts/bench_cee.py)", "",
+        "# CEE online compute latency (benchmarks/bench_cee.py)", "",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
         f"(shared with other jobs while measured), numpy {np.__version__}, "
         f"{args.repeats} repeats per row (after one warm-up), seeded synthetic embeddings.", "",

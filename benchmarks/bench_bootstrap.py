@@ -2,26 +2,23 @@
 
 10,000 resamples x 10 methods x 8 metrics x 1,000 questions (synthetic per-question values:
 binary Hit/Chain-like columns and fractional Recall/F1-like columns). Writes the timing to
-``scripts/bench_bootstrap.results.md`` beside this script.
+``benchmarks/bench_bootstrap.results.md`` beside this script.
 
-Run: ``python scripts/bench_bootstrap.py``
+Run: ``python -m benchmarks.bench_bootstrap``
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
-
-from evichain.io import write_text  # noqa: E402
-from evichain.metrics.bootstrap import N_RESAMPLES, bootstrap_table  # noqa: E402
+from evichain.io import write_text
+from evichain.metrics.bootstrap import N_RESAMPLES, bootstrap_table
 
 N_METHODS, N_QUESTIONS, REPEATS = 10, 1_000, 3
 METRICS = ["Recall@2", "Recall@5", "Recall@10", "Chain@5", "Hit@5", "nDCG@10", "EM", "F1"]

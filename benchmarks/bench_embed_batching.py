@@ -4,17 +4,16 @@ arbitrary (text-hash) order, which is what the encoder did before 2026-12-03.
 A batch is padded to its longest text, so mixing short and long texts in one batch wastes most
 of the transformer's compute. The workload is a random sample of ``2wiki_s``'s graph facts (the
 HippoRAG 2 / CatRAG index, ``fact_text`` of each triple, sentence-length) encoded with
-``embed.model`` from ``params.yaml``, with no cache. Writes ``scripts/bench_embed_batching.results.md``.
+``embed.model`` from ``params.yaml``, with no cache. Writes ``benchmarks/bench_embed_batching.results.md``.
 
 Needs ``artifacts/2wiki_s/index/triples.parquet``
-(``dvc repro extract_triples@2wiki_s``, a minute). Run: ``python scripts/bench_embed_batching.py``
+(``dvc repro extract_triples@2wiki_s``, a minute). Run: ``python -m benchmarks.bench_embed_batching``
 """
 
 from __future__ import annotations
 
 import platform
 import random
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,13 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
-
-from evichain.config import load_params  # noqa: E402
-from evichain.embed import Embedder, EmbeddingCache  # noqa: E402
-from evichain.embed.encoder import text_key  # noqa: E402
-from evichain.io import read_parquet, write_text  # noqa: E402
-from evichain.methods.graph.graph import fact_text  # noqa: E402
+from evichain.config import load_params
+from evichain.embed import Embedder, EmbeddingCache
+from evichain.embed.encoder import text_key
+from evichain.io import read_parquet, write_text
+from evichain.methods.graph.graph import fact_text
 
 N_TEXTS, SEED = 2048, 0
 RESULTS = Path(__file__).with_suffix(".results.md")
