@@ -1,4 +1,4 @@
-"""The ``evichain`` command: LLM cache tools and a params check.
+"""The ``evichain`` command: LLM cache tools, a params check and report tools.
 
 DVC stages are the way to run the pipeline (``dvc repro``); this command holds the chores
 around it that a user runs by hand:
@@ -10,6 +10,12 @@ around it that a user runs by hand:
 * ``evichain cache export FILE --since T [--prompt NAME]``: write one run's answers to a new,
   compact cache file to commit under ``reproduce/``.
 * ``evichain params check [PATH]``: validate ``params.yaml`` (each error names the bad key).
+* ``evichain compare-methods DATASET A B [--metrics M,...] [--by COLUMN]``: paired bootstrap
+  difference of two evaluated methods (:mod:`evichain.report.compare`).
+* ``evichain qa-traces DATASET --methods M,...``: the shared reader's answers split by what its
+  context held (:mod:`evichain.report.qa_traces`).
+* ``evichain sensitivity [--dataset D] [--method M] [--metric X]``: sensitivity lines of a
+  one-at-a-time ``dvc exp`` sweep (:mod:`evichain.report.sensitivity_lines`).
 
 The cache is ``$EVICHAIN_LLM_CACHE`` or the per-user default (:mod:`evichain.llm.cache`);
 ``--cache`` points at another file.
@@ -17,6 +23,8 @@ The cache is ``$EVICHAIN_LLM_CACHE`` or the per-user default (:mod:`evichain.llm
 
 from __future__ import annotations
 
+import json
+import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -26,7 +34,8 @@ import typer
 from evichain.config import ParamsError, load_params
 from evichain.llm.cache import LLMCache, default_cache_path, read_summary
 
-app = typer.Typer(help="evichain: LLM cache tools and a params check (run stages with dvc repro).",
+app = typer.Typer(help="evichain: LLM cache tools, a params check and report tools "
+                       "(run stages with dvc repro).",
                   no_args_is_help=True, add_completion=False)
 cache_app = typer.Typer(help="Inspect, import and export the LLM response cache.",
                         no_args_is_help=True)
@@ -113,6 +122,86 @@ def params_check(path: Annotated[Path, typer.Argument(help="params file")] = Pat
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
     typer.echo(f"{path}: valid")
+
+
+
+def _names(values: list[str] | None) -> list[str]:
+    """The values of a repeatable option, each of which may also be a comma-separated list."""
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+@app.command("compare-methods")
+def compare_methods(
+    dataset: Annotated[str, typer.Argument(help="dataset (reads <eval-dir>/<dataset>/<method>.parquet)")],
+    a: Annotated[str, typer.Argument(help="method whose score comes first in a − b")],
+    b: Annotated[str, typer.Argument(help="the other method")],
+    metrics: Annotated[list[str] | None, typer.Option(
+        help="metric (repeatable or comma-separated; default: R@2, R@5, R@10, Chain@5, "
+             "MAP@10, nDCG@10)")] = None,
+    eval_dir: Annotated[Path, typer.Option(help="per-question tables")] = Path("reports/eval"),
+    by: Annotated[str | None, typer.Option(
+        help="also print per-group means by this questions.parquet column")] = None,
+) -> None:
+    """Paired bootstrap difference a − b per metric (95% CI, points), as the report computes it."""
+    from evichain.io import read_parquet
+    from evichain.paths import DatasetPaths
+    from evichain.report.compare import DEFAULT_METRICS, report
+
+    chosen = tuple(_names(metrics)) or DEFAULT_METRICS
+    try:
+        questions = read_parquet(DatasetPaths(dataset).questions) if by else None
+        typer.echo(report(eval_dir, dataset, a, b, chosen, questions=questions, by=by))
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+
+
+@app.command("qa-traces")
+def qa_traces(
+    dataset: Annotated[str, typer.Argument(help="dataset whose reader answers are read")],
+    methods: Annotated[list[str], typer.Option(
+        help="runs the reader answered over, e.g. direct (repeatable or comma-separated)")],
+    root: Annotated[Path, typer.Option(help="artifacts folder")] = Path("artifacts"),
+) -> None:
+    """The reader's EM / F1 / abstentions per group: all gold read, answer in context or not."""
+    from evichain.paths import DatasetPaths
+    from evichain.report.qa_traces import report
+
+    try:
+        typer.echo(report(DatasetPaths(dataset, root), _names(methods)))
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+
+
+@app.command("sensitivity")
+def sensitivity(
+    dataset: Annotated[list[str] | None, typer.Option(help="dataset (repeatable; default: demo)")
+                       ] = None,
+    method: Annotated[list[str] | None, typer.Option(
+        help="method (repeatable; default: evireform-full)")] = None,
+    metric: Annotated[list[str] | None, typer.Option(
+        help="metric (repeatable; default: Recall@5 and Chain@5)")] = None,
+    show_json: Annotated[Path | None, typer.Option(
+        help="a saved `dvc exp show --json` (default: run `dvc exp show --json -n 20` here)")] = None,
+    params_file: Annotated[Path, typer.Option("--params", help="params file (defaults marked)")
+                           ] = Path("params.yaml"),
+) -> None:
+    """Sensitivity lines of the one-at-a-time sweep (README "Parameters"): writes
+    reports/plots/sensitivity.csv and reports/sensitivity/<metric>.png."""
+    from evichain.report.sensitivity_lines import write_sensitivity
+
+    if show_json is None:
+        listing = subprocess.run(["dvc", "exp", "show", "--json", "-n", "20"], check=True,
+                                 capture_output=True, text=True).stdout
+    else:
+        listing = show_json.read_text(encoding="utf-8")
+    try:
+        params = load_params(params_file).model_dump()
+        n, csv, folder = write_sensitivity(json.loads(listing), dataset or ["demo"],
+                                           method or ["evireform-full"],
+                                           metric or ["Recall@5", "Chain@5"], params)
+    except (ValueError, ParamsError) as exc:
+        _fail(exc)
+    typer.echo(f"{n} sweep points -> {csv}, {folder}/")
 
 
 if __name__ == "__main__":

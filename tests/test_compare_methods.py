@@ -1,4 +1,5 @@
-"""``scripts/compare_methods.py``: paired difference of two methods' per-question scores."""
+"""``evichain compare-methods`` (:mod:`evichain.report.compare`): paired difference of two
+methods' per-question scores."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
-from scripts.compare_methods import contrast_rows, group_means, render
+from evichain.cli import app
+from evichain.report.compare import contrast_rows, group_means, render, report
 
 
 def _write(eval_dir: Path, method: str, ids: list[str], recall: list[float]) -> None:
@@ -30,7 +33,7 @@ def test_difference_is_paired_on_shared_questions(tmp_path: Path) -> None:
 def test_missing_metric_names_the_methods(tmp_path: Path) -> None:
     _write(tmp_path, "a", ["q1"], [1.0])
     _write(tmp_path, "b", ["q1"], [0.0])
-    with pytest.raises(SystemExit, match="Chain@5"):
+    with pytest.raises(ValueError, match="Chain@5"):
         contrast_rows(tmp_path, "ds", "a", "b", ("Chain@5",))
 
 
@@ -42,5 +45,23 @@ def test_group_means_split_the_shared_questions(tmp_path: Path) -> None:
     assert out.to_dict("records") == [
         {"type": "x", "n": 1, "Recall@5 a": 100.0, "Recall@5 b": 0.0},
         {"type": "y", "n": 1, "Recall@5 a": 50.0, "Recall@5 b": 50.0}]
-    with pytest.raises(SystemExit, match="no column 'n_hops'"):
+    with pytest.raises(ValueError, match="no column 'n_hops'"):
         group_means(tmp_path, questions, "ds", "a", "b", ("Recall@5",), "n_hops")
+
+
+def test_command_prints_the_contrast_and_the_group_means(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path / "eval", "a", ["q1", "q2", "q3"], [1.0, 0.5, 0.0])
+    _write(tmp_path / "eval", "b", ["q1", "q2", "q3"], [0.0, 0.5, 1.0])
+    questions = pd.DataFrame({"question_id": ["q1", "q2", "q3"], "type": ["x", "y", "x"]})
+    (tmp_path / "artifacts" / "ds").mkdir(parents=True)
+    questions.to_parquet(tmp_path / "artifacts" / "ds" / "questions.parquet")
+    monkeypatch.chdir(tmp_path)
+    args = ["compare-methods", "ds", "a", "b", "--eval-dir", "eval", "--metrics", "Recall@5"]
+    result = CliRunner().invoke(app, [*args, "--by", "type"])
+    assert result.exit_code == 0, result.output
+    expected = report(Path("eval"), "ds", "a", "b", ("Recall@5",), questions=questions, by="type")
+    assert result.output == expected + "\n"
+    assert "| Recall@5 | 3 | 50.0 | 50.0 | " in result.output and "| type | n |" in result.output
+    missing = CliRunner().invoke(app, [*args, "--metrics", "Chain@5,nDCG@10"])
+    assert missing.exit_code == 2 and "Chain@5, nDCG@10 missing from a or b on ds" in missing.output

@@ -1,13 +1,16 @@
-"""``scripts/qa_traces.py``: reader answers split by what the reader's context held."""
+"""``evichain qa-traces`` (:mod:`evichain.report.qa_traces`): reader answers split by what the
+reader's context held."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
+from typer.testing import CliRunner
 
+from evichain.cli import app
 from evichain.paths import DatasetPaths
-from scripts.qa_traces import context_group, summary, traces
+from evichain.report.qa_traces import context_group, report, summary, traces
 
 TEXTS = {"p1": "Lothair II was the son of Ermengarde of Tours.",
          "p2": "Ermengarde of Tours died on 20 March 851.",
@@ -47,3 +50,17 @@ def test_traces_score_and_flag_abstentions(tmp_path: Path) -> None:
     rows = summary(per_q, "m").set_index("group")
     assert rows.loc["all", "n"] == 2 and rows.loc["all", "EM"] == 50.0
     assert rows.loc["all", "abstain %"] == 50.0 and rows.loc["all gold read", "EM"] == 100.0
+
+
+def test_command_prints_one_table_for_all_methods(tmp_path: Path) -> None:
+    paths = _fixture(tmp_path)
+    pd.read_parquet(paths.qa("m")).to_parquet(paths.qa("n"))
+    result = CliRunner().invoke(app, ["qa-traces", "ds", "--methods", "m,n", "--root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output == report(paths, ["m", "n"]) + "\n"
+    lines = result.output.splitlines()
+    assert lines[0] == "| method | group | n | EM | F1 | abstain % |"
+    assert sum(line.startswith("| m | all | 2 | 50.0 |") for line in lines) == 1
+    assert sum(line.startswith("| n | all | 2 | 50.0 |") for line in lines) == 1
+    missing = CliRunner().invoke(app, ["qa-traces", "ds", "--methods", "x", "--root", str(tmp_path)])
+    assert missing.exit_code == 2 and "does not exist" in missing.output

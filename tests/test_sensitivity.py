@@ -1,11 +1,20 @@
-"""Sensitivity sweep: one-at-a-time rows from `dvc exp show --json`, and the figure."""
+"""Sensitivity sweep: one-at-a-time rows from `dvc exp show --json`, the figure, and the
+``evichain sensitivity`` command (:mod:`evichain.report.sensitivity_lines`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from evichain.cli import app
 from evichain.report.figures import sensitivity_figure
 from evichain.report.sensitivity import one_at_a_time
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _record(name: str, alpha: float, beta: float, recall: float) -> dict:
@@ -38,3 +47,21 @@ def test_sensitivity_figure_writes_a_png(tmp_path: Path) -> None:
     out = sensitivity_figure(table, tmp_path / "s.png", metric="Recall@5",
                              defaults={"evireform.alpha": 0.5})
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_command_writes_the_points_and_one_figure_per_metric(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    show = tmp_path / "show.json"
+    show.write_text(json.dumps(_show()))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["sensitivity", "--metric", "Recall@5", "--show-json", str(show),
+                                      "--params", str(ROOT / "params.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "4 sweep points -> reports/plots/sensitivity.csv, reports/sensitivity/" in result.output
+    table = pd.read_csv(tmp_path / "reports" / "plots" / "sensitivity.csv")
+    assert sorted(table["param"].unique()) == ["evireform.alpha", "evireform.beta"]
+    assert (tmp_path / "reports" / "sensitivity" / "Recall5.png").read_bytes()[:4] == b"\x89PNG"
+    show.write_text(json.dumps(_show()[:1]))  # the baseline alone: no sweep
+    empty = CliRunner().invoke(app, ["sensitivity", "--show-json", str(show),
+                                     "--params", str(ROOT / "params.yaml")])
+    assert empty.exit_code == 2 and "no one-at-a-time sweep" in empty.output

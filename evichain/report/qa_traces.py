@@ -1,8 +1,9 @@
-"""Where the shared reader's answers go wrong: retrieval or reading (issue 40 traces).
+"""Where the shared reader's answers go wrong: retrieval or reading (issue 40 traces;
+``evichain qa-traces``).
 
-For each ``--methods`` entry on ``DATASET`` (the shared reader's answers
-``artifacts/<ds>/qa/<m>.parquet``, the questions and the corpus), every scored question falls in
-one of three groups by what the reader saw (its ``context_passage_ids``):
+For each method on a dataset (the shared reader's answers ``artifacts/<ds>/qa/<m>.parquet``, the
+questions and the corpus), every scored question falls in one of three groups by what the reader
+saw (its ``context_passage_ids``):
 
 * ``all gold read``: every gold passage of the question is in the context (Chain@k of the
   context, k = ``read.context_k``);
@@ -12,15 +13,10 @@ one of three groups by what the reader saw (its ``context_passage_ids``):
 
 Per group: questions, EM, F1 and the share of abstentions (normalized prediction ``unknown``, the
 answer Listing 4 asks for when the passages do not support one). Direct inference has no
-context: it gets one row. 2Wiki: gold-reliable questions only, as in the report. Usage:
-
-    .venv/bin/python scripts/qa_traces.py musique --methods direct evireform-robust dense
+context: it gets one row. 2Wiki: gold-reliable questions only, as in the report.
 """
 
 from __future__ import annotations
-
-import argparse
-from pathlib import Path
 
 import pandas as pd
 
@@ -81,16 +77,7 @@ def summary(per_q: pd.DataFrame, method: str) -> pd.DataFrame:
                           "abstain %": round(100 * t["abstain"].mean(), 1)} for g, t in parts])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dataset")
-    ap.add_argument("--methods", nargs="+", required=True)
-    ap.add_argument("--root", type=Path, default=Path("artifacts"))
-    args = ap.parse_args()
-    paths = DatasetPaths(args.dataset, args.root)
-    table = pd.concat([summary(traces(paths, m), m) for m in args.methods], ignore_index=True)
-    print(render_plain_markdown(table))
-
-
-if __name__ == "__main__":
-    main()
+def report(paths: DatasetPaths, methods: list[str]) -> str:
+    """Markdown table of :func:`summary` for each of ``methods`` on ``paths``' dataset."""
+    table = pd.concat([summary(traces(paths, m), m) for m in methods], ignore_index=True)
+    return render_plain_markdown(table)

@@ -1,28 +1,22 @@
-"""Paired bootstrap difference of two evaluated methods on one dataset.
+"""Paired bootstrap difference of two evaluated methods on one dataset (``evichain
+compare-methods``).
 
 For each metric, ``mean(a − b)`` in points over the questions both methods were evaluated on
 (inner join on ``question_id`` of ``reports/eval/<dataset>/<method>.parquet``), with the 95%
 percentile interval of 10,000 paired resamples, computed by the report's own contrast code
 (:func:`evichain.report.ablations.paired_contrasts`: seed ``seed_for(dataset, metric)``), so a
 contrast printed here and one printed in ``reports/README.md`` agree when they compare the same
-cells. Usage:
-
-    .venv/bin/python scripts/compare_methods.py musique evireform-full hipporag2 \
-        --metrics Recall@5 Chain@5
-
-``--by type`` (any column of ``artifacts/<dataset>/questions.parquet``) adds both methods' means
-per group of questions (no interval: the groups are small).
+cells. :func:`group_means` adds both methods' means per group of questions (any column of
+``artifacts/<dataset>/questions.parquet``; no interval: the groups are small).
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
 
 from evichain.io import read_parquet
-from evichain.paths import DatasetPaths
 from evichain.report.ablations import paired_contrasts
 from evichain.report.tables import ci_text, render_plain_markdown
 
@@ -30,12 +24,13 @@ DEFAULT_METRICS = ("Recall@2", "Recall@5", "Recall@10", "Chain@5", "MAP@10", "nD
 
 
 def contrast_rows(eval_dir: Path, dataset: str, a: str, b: str, metrics: tuple[str, ...]) -> pd.DataFrame:
-    """One row per metric: both means, the paired difference ``a − b`` and its 95% CI, in points."""
+    """One row per metric: both means, the paired difference ``a − b`` and its 95% CI, in points.
+    A metric missing from either method's table is a ``ValueError``."""
     per_q = {m: read_parquet(eval_dir / dataset / f"{m}.parquet") for m in (a, b)}
     rows = paired_contrasts(per_q, dataset, [(f"{a} − {b}", a, b)], metrics)
     missing = sorted(set(metrics) - set(rows.get("metric", [])))
     if missing:
-        raise SystemExit(f"{', '.join(missing)} missing from {a} or {b} on {dataset}")
+        raise ValueError(f"{', '.join(missing)} missing from {a} or {b} on {dataset}")
     return rows
 
 
@@ -52,7 +47,7 @@ def group_means(eval_dir: Path, questions: pd.DataFrame, dataset: str, a: str, b
     """Means in points of ``a`` and ``b`` per value of ``questions[by]``, over the questions both
     methods were evaluated on (``n`` per group); columns ``<metric> a`` and ``<metric> b``."""
     if by not in questions:
-        raise SystemExit(f"questions of {dataset} have no column {by!r}")
+        raise ValueError(f"questions of {dataset} have no column {by!r}")
     per_q = {m: read_parquet(eval_dir / dataset / f"{m}.parquet").set_index("question_id") for m in (a, b)}
     shared = per_q[a].index.intersection(per_q[b].index)
     groups = questions.set_index("question_id").loc[shared, by]
@@ -65,23 +60,14 @@ def group_means(eval_dir: Path, questions: pd.DataFrame, dataset: str, a: str, b
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("dataset")
-    parser.add_argument("a", help="method whose score comes first in a − b")
-    parser.add_argument("b")
-    parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS))
-    parser.add_argument("--eval-dir", type=Path, default=Path("reports/eval"))
-    parser.add_argument("--by", help="also print per-group means by this questions.parquet column")
-    args = parser.parse_args()
-    metrics = tuple(args.metrics)
-    print(render(contrast_rows(args.eval_dir, args.dataset, args.a, args.b, metrics), args.a, args.b))
-    if args.by:
-        questions = read_parquet(DatasetPaths(args.dataset).questions)
-        print()
-        print(render_plain_markdown(group_means(args.eval_dir, questions, args.dataset, args.a, args.b,
-                                                metrics, args.by)))
-
-
-if __name__ == "__main__":
-    main()
+def report(eval_dir: Path, dataset: str, a: str, b: str, metrics: tuple[str, ...],
+           questions: pd.DataFrame | None = None, by: str | None = None) -> str:
+    """The contrast table of :func:`contrast_rows`; with ``by`` (and the dataset's
+    ``questions``), a blank line and the table of :func:`group_means` after it."""
+    text = render(contrast_rows(eval_dir, dataset, a, b, metrics), a, b)
+    if by:
+        if questions is None:
+            raise ValueError("group means need the dataset's questions")
+        text += "\n\n" + render_plain_markdown(group_means(eval_dir, questions, dataset, a, b,
+                                                           metrics, by))
+    return text
