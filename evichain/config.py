@@ -3,10 +3,36 @@
 Every section is a pydantic model with ``extra="forbid"``: an unknown key or an out-of-range
 value fails with :class:`ParamsError`, whose message names the file, the dotted key and what
 is wrong, e.g. ``params.yaml: retrieval.bm25.k1: Input should be greater than 0 (got -1)``.
+
+Core sections and the dataset / method lists are typed fields of :class:`Params`. The block of
+a retrieval method (``evireform``, ``cee``, ``rerank``, ``expansion``, ``iterative``,
+``graph``, or one registered later) lives with its method: its params module defines the model
+and registers it (:func:`evichain.params_base.register_block`), and this module imports
+nothing from :mod:`evichain.methods`, so a stage's import closure (its DVC deps, see
+``scripts/dvc_deps.py``) holds only the params modules it imports itself: editing a reranker
+default re-runs the rerank stages, not ``prepare``.
+
+Method blocks are reached by name instead, with :func:`importlib.import_module`:
+
+* the catalogue :mod:`evichain.methods.catalogue` (a literal) says which top-level keys are
+  method blocks and which module defines each, so an unknown key is still an error naming it;
+* :func:`parse_params` (every construction of :class:`Params`) loads the params module of every
+  known block and validates each block present with its own model: a bad value in any block
+  is a :class:`ParamsError` naming the file and dotted key, as for the core sections;
+* ``params.evireform`` / ``params.block("graph.catrag")`` return the validated block (its
+  defaults when ``params.yaml`` has none).
+
+An import by name is invisible to the static import walk of ``scripts/dvc_deps.py``, on
+purpose: validating another method's block cannot change a stage's outputs. A stage that
+*reads* a block depends on that block's module, and the walk adds it: through the method's
+own imports, or, where a stage reads ``params.<block>`` without importing its module, through
+the catalogue (``scripts/dvc_deps.py``, "block reads").
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,25 +42,50 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 from evichain.data.params import DataParams, DemoParams, MedicalChunking, SampleParams
 from evichain.embed.params import EmbedParams
 from evichain.llm.params import FaultParams, LLMParams, LocalLLMParams
-from evichain.methods.cee.params import CEEParams
-from evichain.methods.evireform.params import EviReformParams
-from evichain.methods.expansion.params import ExpansionParams
-from evichain.methods.graph.params import GraphParams
-from evichain.methods.iterative.params import IterativeParams
-from evichain.methods.rerank.params import RerankParams
 from evichain.params_base import (DATASETS, ParamsError, Section, error_details, only_known,
-                                  registered_blocks)
+                                  registered_blocks, registered_checks)
 from evichain.qa.medical_params import MedicalQAParams
 from evichain.qa.params import ReadParams
 from evichain.retrieval.params import BM25Params, DenseParams, FusionParams, RetrievalParams
 
 __all__ = [
-    "BM25Params", "CEEParams", "DATASETS", "DataParams", "DemoParams", "DenseParams", "EmbedParams",
-    "EvaluateParams", "EviReformParams", "ExpansionParams", "FaultParams", "FusionParams", "GraphParams",
-    "IterativeParams", "LLMParams", "LocalLLMParams", "MedicalChunking", "MedicalQAParams",
-    "OrchestrationParams", "Params", "ParamsError", "ReadParams", "RerankParams", "ReportParams",
-    "RetrievalParams", "SampleParams", "Section", "load_params", "parse_params",
+    "BM25Params", "DATASETS", "DataParams", "DemoParams", "DenseParams", "EmbedParams",
+    "EvaluateParams", "FaultParams", "FusionParams", "LLMParams", "LocalLLMParams",
+    "MedicalChunking", "MedicalQAParams", "OrchestrationParams", "Params", "ParamsError",
+    "ReadParams", "ReportParams", "RetrievalParams", "SampleParams", "Section", "block_modules",
+    "load_params", "parse_params",
 ]
+
+CATALOGUE = "evichain.methods.catalogue"
+"""The module (imported by name) whose literal ``BLOCK_MODULES`` maps each built-in method
+block to its params module."""
+
+
+def block_modules() -> dict[str, str]:
+    """Built-in method block → its params module, from the catalogue (imported by name)."""
+    return dict(importlib.import_module(CATALOGUE).BLOCK_MODULES)
+
+
+def _block_model(key: str) -> type[Any] | None:
+    """The registered model of method block ``key``, importing its params module (named by the
+    catalogue) when it is not registered yet; None for a key that is no method block."""
+    model = registered_blocks().get(key)
+    if model is None:
+        module = block_modules().get(key)
+        if module is None:
+            return None
+        importlib.import_module(module)
+        model = registered_blocks().get(key)
+        if model is None:
+            raise LookupError(f"{module} did not register params block {key!r} "
+                              f"(see {CATALOGUE})")
+    return model
+
+
+def _load_block_modules() -> None:
+    """Import the params module of every built-in block (each registers its block and checks)."""
+    for module in block_modules().values():
+        importlib.import_module(module)
 
 
 class EvaluateParams(Section):
@@ -77,7 +128,11 @@ class OrchestrationParams(Section):
 
 
 class Params(Section):
-    """The whole ``params.yaml``."""
+    """The whole ``params.yaml``: typed core sections plus the method blocks (module docstring).
+
+    A method block is read as an attribute (``params.evireform``, ``params.graph.catrag``) or
+    with :meth:`block`; :meth:`model_dump` and ``==`` include every method block.
+    """
 
     datasets: list[str] = Field(default_factory=lambda: list(DATASETS))
     retrieval_methods: list[str] = Field(default_factory=lambda: ["bm25", "dense"])
@@ -94,47 +149,48 @@ class Params(Section):
     read: ReadParams = ReadParams()
     report: ReportParams = ReportParams()
     orchestration: OrchestrationParams = OrchestrationParams()
-    evireform: EviReformParams = EviReformParams()
     evireform_datasets: list[str] = Field(default_factory=lambda: ["demo"])
+    # each an EviReform variant (checked by evichain.methods.evireform.params)
     evireform_variants: list[str] = Field(default_factory=lambda: ["base", "full"])
     # tune_evireform runs on these (samples outside every reported one; each must be in
     # evireform_datasets, whose `full` run records the LLM answers the grids replay)
     tuning_datasets: list[str] = Field(default_factory=list)
-    cee: CEEParams = CEEParams()
     cee_datasets: list[str] = Field(default_factory=lambda: ["demo"])
+    # each a CEE variant (checked by evichain.methods.cee.params)
     cee_variants: list[str] = Field(
         default_factory=lambda: ["full", "no_coverage", "no_contrastive", "no_sequential"])
-    # Baselines (issues 6-7) run on baseline_datasets; each family has its own section.
+    # Baselines (issues 6-7) run on baseline_datasets; each family has its own block.
     baseline_datasets: list[str] = Field(default_factory=lambda: ["demo"])
-    rerank: RerankParams = RerankParams()
-    expansion: ExpansionParams = ExpansionParams()
-    iterative: IterativeParams = IterativeParams()
-    graph: GraphParams = GraphParams()
     medical_qa: MedicalQAParams = MedicalQAParams()
     # Ours (issue 38): run-level fusion (evichain.retrieval.fusion) on fusion_datasets, each
     # of which must run every one of fusion.runs
     fusion: FusionParams = FusionParams()
     fusion_datasets: list[str] = Field(default_factory=list)
 
-    # Params blocks of methods registered after this module was written
-    # (:func:`evichain.params_base.register_block`), validated with their own models.
+    # Method blocks, validated with their registered models: those given in params.yaml, and
+    # the defaults of the others once read.
     _method_blocks: dict[str, Any] = PrivateAttr(default_factory=dict)
+    # The method blocks params.yaml gave (model_dump(exclude_unset=True) keeps only these).
+    _given_blocks: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     @model_validator(mode="wrap")
     @classmethod
-    def _registered_blocks(cls, data: Any, handler: Any) -> "Params":
-        """Take the registered method blocks out of ``data`` and validate each with its model;
-        every other key goes through the fields (unknown keys stay errors)."""
+    def _method_blocks_and_checks(cls, data: Any, handler: Any) -> "Params":
+        """Take the method blocks out of ``data`` and validate each with its registered model;
+        every other key goes through the fields (unknown keys stay errors). Then run the
+        checks methods registered for core fields (``evireform_variants``)."""
         if not isinstance(data, dict):
             return handler(data)
-        blocks = {k: m for k, m in registered_blocks().items() if k not in cls.model_fields}
-        found = {k: data[k] for k in data if k in blocks}
+        _load_block_modules()
+        known = {*block_modules(), *registered_blocks()} - set(cls.model_fields)
+        found = {k: data[k] for k in data if k in known}
         rest = {k: v for k, v in data.items() if k not in found}
         validated: dict[str, Any] = {}
         errors: list[dict[str, Any]] = []
         for key, raw in found.items():
+            model = _block_model(key)
             try:
-                validated[key] = blocks[key].model_validate({} if raw is None else raw)
+                validated[key] = model.model_validate({} if raw is None else raw)  # type: ignore[union-attr]
             except ValidationError as exc:
                 errors.extend(error_details(exc, (key,)))
         try:
@@ -144,40 +200,85 @@ class Params(Section):
                 raise
             raise ValidationError.from_exception_data(
                 cls.__name__, [*error_details(exc, ()), *errors]) from None
+        for field, checks in registered_checks().items():
+            for check in checks:
+                value = getattr(out, field)
+                try:
+                    check(value)
+                except ValueError as exc:
+                    errors.append({"type": "value_error", "loc": (field,), "input": value,
+                                   "ctx": {"error": exc}})
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, errors)
         out._method_blocks = validated
+        out._given_blocks = frozenset(validated)
         return out
 
     def block(self, key: str) -> Any:
-        """The params block at dotted ``key`` (``"evireform"``, ``"retrieval.bm25"``), or a
-        registered method's block (its defaults when ``params.yaml`` has none)."""
+        """The params block at dotted ``key`` (``"evireform"``, ``"retrieval.bm25"``,
+        ``"graph.catrag"``): a core section, or a method block (its defaults when
+        ``params.yaml`` has none)."""
         head, _, rest = key.partition(".")
         if head in type(self).model_fields:
             value: Any = getattr(self, head)
         elif head in self._method_blocks:
             value = self._method_blocks[head]
-        elif head in registered_blocks():
-            value = registered_blocks()[head]()
         else:
-            raise KeyError(f"no params block {key!r}")
+            model = _block_model(head) if head.isidentifier() else None
+            if model is None:
+                raise KeyError(f"no params block {key!r}")
+            value = self._method_blocks.setdefault(head, model())
         for part in rest.split(".") if rest else ():
             value = getattr(value, part)
         return value
 
-    @field_validator("cee_variants")
-    @classmethod
-    def _known_cee_variants(cls, v: list[str]) -> list[str]:
-        from evichain.methods.cee.params import VARIANTS
+    def method_blocks(self) -> dict[str, Any]:
+        """Every method block (built-in and registered) by key, sorted by key."""
+        keys = {*block_modules(), *registered_blocks()} - set(type(self).model_fields)
+        return {key: self.block(key) for key in sorted(keys)}
 
-        return _only_known(v, sorted(VARIANTS), "CEE variant")
+    def __getattr__(self, name: str) -> Any:
+        # A method block as an attribute (params.rerank); pydantic's own lookup otherwise.
+        if not name.startswith("_") and name in {*block_modules(), *registered_blocks()}:
+            return self.block(name)
+        return super().__getattr__(name)  # type: ignore[misc]
 
-    @field_validator("evireform_variants")
-    @classmethod
-    def _known_variants(cls, v: list[str]) -> list[str]:
-        from evichain.methods.evireform.variants import OURS, VARIANTS
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        """The core sections and every method block (``exclude_unset``: only the blocks
+        ``params.yaml`` gave); ``include`` / ``exclude`` name top-level keys for the blocks."""
+        out = super().model_dump(**kwargs)
+        include, exclude = kwargs.pop("include", None), kwargs.pop("exclude", None)
+        for key, value in self.method_blocks().items():
+            if kwargs.get("exclude_unset") and key not in self._given_blocks:
+                continue
+            if include is not None and key not in include:
+                continue
+            sub_exclude = exclude.get(key) if isinstance(exclude, Mapping) else None
+            if exclude is not None and key in exclude and sub_exclude in (None, True, ...):
+                continue
+            out[key] = value.model_dump(exclude=sub_exclude, **kwargs)
+        return out
 
-        return _only_known(v, sorted([*VARIANTS, *OURS]), "EviReform variant")
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> "Params":
+        """A copy; ``update`` may replace method blocks (validated models) as well as fields."""
+        update = dict(update or {})
+        blocks = {k: update.pop(k) for k in list(update) if k not in type(self).model_fields
+                  and _block_model(k) is not None}
+        out = super().model_copy(update=update, deep=deep)
+        out._method_blocks = {**self._method_blocks, **blocks}
+        out._given_blocks = self._given_blocks | frozenset(blocks)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Params):
+            return NotImplemented
+        return type(self) is type(other) and self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr_args__(self) -> Any:
+        yield from super().__repr_args__()
+        yield from self.method_blocks().items()
 
     @model_validator(mode="after")
     def _tuning_within_evireform(self) -> "Params":
@@ -207,10 +308,7 @@ class Params(Section):
                      "baseline_datasets", "tuning_datasets", "qa_datasets", "fusion_datasets")
     @classmethod
     def _known_datasets(cls, v: list[str]) -> list[str]:
-        return _only_known(v, list(DATASETS), "dataset")
-
-
-_only_known = only_known  # the old private name, still imported elsewhere
+        return only_known(v, list(DATASETS), "dataset")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -5,15 +5,18 @@ that live beside their service or method (``evichain/llm/params.py``,
 This module imports nothing from evichain, so a params module never needs
 :mod:`evichain.config` and config composes the params modules without an import cycle.
 
-Params blocks of methods added later (:func:`evichain.methods.base.register`) are recorded
-here with :func:`register_block`; :func:`evichain.config.parse_params` validates a registered
-block found at the top level of ``params.yaml`` with its model, so a new method needs no edit
-of config.py.
+Every method's params block is recorded here with :func:`register_block`: a built-in method's
+params module registers its block when it is imported (the catalogue
+:mod:`evichain.methods.catalogue` names the module), a method added later through
+:func:`evichain.methods.base.register`. :func:`evichain.config.parse_params` validates a
+block found at the top level of ``params.yaml`` with its registered model, so a method needs no
+edit of config.py. A method that owns the valid values of a top-level list of ``Params``
+(``evireform_variants``) checks it with :func:`register_check`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -70,6 +73,28 @@ def unregister_block(key: str) -> None:
 def registered_blocks() -> Mapping[str, type[BaseModel]]:
     """The registered blocks, key → model (read-only view)."""
     return MappingProxyType(_BLOCKS)
+
+
+_CHECKS: dict[tuple[str, str], Callable[[Any], Any]] = {}
+
+
+def register_check(block: str, field: str, check: Callable[[Any], Any]) -> None:
+    """Check top-level field ``field`` of ``params.yaml`` with ``check`` (value → value, or a
+    ValueError saying what is wrong) whenever params are validated.
+
+    For the fields of :class:`evichain.config.Params` whose valid values a method knows
+    (``evireform_variants``): the method's params module (``block``'s) registers the check, so
+    config.py needs nothing of the method. Registering again under ``(block, field)`` replaces.
+    """
+    _CHECKS[(block, field)] = check
+
+
+def registered_checks() -> dict[str, list[Callable[[Any], Any]]]:
+    """The registered checks, field → checks (in registration order)."""
+    out: dict[str, list[Callable[[Any], Any]]] = {}
+    for (_, field), check in _CHECKS.items():
+        out.setdefault(field, []).append(check)
+    return out
 
 
 def error_details(exc: Any, prefix: tuple[str | int, ...]) -> list[dict[str, Any]]:

@@ -161,6 +161,35 @@ def test_registry_lists_every_method_family() -> None:
         get_method("nope")
 
 
+def test_catalogue_lists_exactly_what_each_module_registers() -> None:
+    """evichain/methods/catalogue.py is the one list of built-in names: each module registers
+    the methods it is listed for, and every built-in method is listed."""
+    from evichain.methods.catalogue import METHOD_MODULES
+
+    registered = {name: type(m).__module__ for name, m in methods().items()}
+    assert {n: m for n, m in registered.items() if m.startswith("evichain.")} == METHOD_MODULES
+
+
+def test_catalogue_is_a_literal_importing_nothing() -> None:
+    tree = ast.parse((LIBRARY / "methods" / "catalogue.py").read_text(encoding="utf-8"))
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    for node in tree.body[1:]:
+        assert isinstance(node, ast.AnnAssign) and node.value is not None
+        ast.literal_eval(node.value)
+
+
+def test_get_method_imports_only_that_methods_module() -> None:
+    """A stage running one method loads that method's code, no other's."""
+    import subprocess
+
+    code = ("import sys; from evichain.methods.base import get_method; get_method('listwise'); "
+            "print(sorted(m for m in sys.modules if m.startswith('evichain.methods.') "
+            "and m.endswith('.method')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['evichain.methods.rerank.method']"
+
+
 # --------------------------------------------------------------------------- every method builds
 CORPUS = pd.DataFrame(SEVEN_PASSAGES, columns=["passage_id", "title", "text"])
 GOLD = {"q1": ["d0", "d1"]}

@@ -21,8 +21,10 @@ A method is one package plus one params block::
 
 Registering records the params block (:func:`evichain.params_base.register_block`), so
 :func:`evichain.config.load_params` accepts ``toy:`` once the package is imported; the block is
-``params.block("toy")``. :func:`get_method` and :func:`methods` import the built-in method
-modules (:data:`BUILTIN_MODULES`) on first use.
+``params.block("toy")``. The built-in methods are listed, with the module that registers each,
+in the catalogue :mod:`evichain.methods.catalogue`: :func:`get_method` imports only the module
+of the method it is asked for (a stage running one method loads that method's code and no
+other's), :func:`methods` imports them all.
 
 Per question a method returns a :class:`QuestionResult`: run rows ``(question_id, rank,
 passage_id, score)``, one trace row (LLM usage: ``prompt_tokens``/``completion_tokens`` and
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 from pydantic import BaseModel
 
+from evichain.methods.catalogue import BLOCK_MODULES, METHOD_MODULES
 from evichain.params_base import register_block, unregister_block
 
 if TYPE_CHECKING:
@@ -231,21 +234,12 @@ class Method(ABC):
 # --------------------------------------------------------------------------- registry
 M = TypeVar("M", bound=Method)
 
-BUILTIN_MODULES: tuple[str, ...] = (
-    "evichain.methods.first_stage",
-    "evichain.methods.rerank.method",
-    "evichain.methods.expansion.method",
-    "evichain.methods.iterative.method",
-    "evichain.methods.graph.method",
-    "evichain.methods.evireform.method",
-    "evichain.methods.cee.method",
-    "evichain.methods.hybrid.method",
-)
-"""Modules whose import registers the built-in methods (imported by :func:`get_method`)."""
+BUILTIN_MODULES: tuple[str, ...] = tuple(dict.fromkeys(METHOD_MODULES.values()))
+"""Modules whose import registers the built-in methods (the catalogue's, in its order)."""
 
 _REGISTRY: dict[str, Method] = {}
 _LOCK = threading.RLock()
-_BUILTINS_LOADED = False
+_BUILTINS_LOADED = False  # every built-in and plugin module imported (by methods())
 
 
 class UnknownMethodError(LookupError):
@@ -277,44 +271,76 @@ def register(method: type[M]) -> type[M]:
 
 
 def unregister(name: str) -> None:
-    """Forget method ``name`` and its params block if no other method uses it (tests)."""
+    """Forget method ``name`` and its params block if no other method uses it and the
+    catalogue does not list it (tests)."""
     with _LOCK:
         gone = _REGISTRY.pop(name, None)
-        if gone is not None and "." not in gone.params_key and not any(
-                m.params_key == gone.params_key for m in _REGISTRY.values()):
+        if gone is not None and "." not in gone.params_key and gone.params_key not in BLOCK_MODULES \
+                and not any(m.params_key == gone.params_key for m in _REGISTRY.values()):
             unregister_block(gone.params_key)
 
 
+def plugin_modules() -> list[str]:
+    """Modules named by ``$EVICHAIN_METHODS`` (comma-separated, importable): methods kept
+    outside this repository register themselves when :func:`get_method` looks for a name the
+    catalogue does not list, or when :func:`methods` first runs."""
+    return [m.strip() for m in os.environ.get("EVICHAIN_METHODS", "").split(",") if m.strip()]
+
+
+def _import_plugins() -> None:
+    for module in plugin_modules():
+        importlib.import_module(module)
+
+
 def _load_builtins() -> None:
+    """Import every built-in method module and every plugin module (once)."""
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
     with _LOCK:
         if not _BUILTINS_LOADED:
-            for module in (*BUILTIN_MODULES, *plugin_modules()):
+            for module in BUILTIN_MODULES:
                 importlib.import_module(module)
+            _import_plugins()
             _BUILTINS_LOADED = True
 
 
-def plugin_modules() -> list[str]:
-    """Modules named by ``$EVICHAIN_METHODS`` (comma-separated, importable): methods kept
-    outside this repository register themselves when :func:`get_method` first runs."""
-    return [m.strip() for m in os.environ.get("EVICHAIN_METHODS", "").split(",") if m.strip()]
+def known_names() -> list[str]:
+    """Names :func:`get_method` accepts now: the catalogue's and every registered one (sorted)."""
+    with _LOCK:
+        return sorted({*METHOD_MODULES, *_REGISTRY})
 
 
 def get_method(name: str) -> Method:
-    """The registered method ``name``, or :class:`UnknownMethodError` listing the known names."""
-    _load_builtins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownMethodError(f"unknown method {name!r}; known: {sorted(_REGISTRY)}") from None
+    """The registered method ``name``, or :class:`UnknownMethodError` listing the known names.
+
+    A built-in method's module (:data:`~evichain.methods.catalogue.METHOD_MODULES`) is imported
+    by name, and only that one; a name the catalogue does not list is looked for in the plugin
+    modules (:func:`plugin_modules`)."""
+    with _LOCK:
+        found = _REGISTRY.get(name)
+        if found is None:
+            module = METHOD_MODULES.get(name)
+            if module is not None:
+                importlib.import_module(module)
+                found = _REGISTRY.get(name)
+                if found is None:
+                    raise UnknownMethodError(
+                        f"method {name!r}: {module} (evichain/methods/catalogue.py) did not "
+                        "register it")
+            else:
+                _import_plugins()
+                found = _REGISTRY.get(name)
+    if found is None:
+        raise UnknownMethodError(f"unknown method {name!r}; known: {known_names()}")
+    return found
 
 
 def methods() -> dict[str, Method]:
-    """Every registered method by name (built-ins included), sorted by name."""
+    """Every registered method by name (built-ins and plugins, all imported), sorted by name."""
     _load_builtins()
-    return dict(sorted(_REGISTRY.items()))
+    with _LOCK:
+        return dict(sorted(_REGISTRY.items()))
 
 
 # --------------------------------------------------------------------------- helpers

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from evichain.params_base import ParamsError, Section
+from evichain.params_base import ParamsError, Section, only_known, register_block, register_check
 
 
 class FacetRestriction(Section):
@@ -234,3 +234,12 @@ def variant_params(params: CEEParams, variant: str) -> CEEParams:
         msg = "; ".join(f"cee.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"]
                         else e["msg"] for e in exc.errors())
         raise ParamsError(f"variant '{variant}' is inconsistent with params cee: {msg}") from None
+
+
+def _known_variants(names: list[str]) -> list[str]:
+    """``cee_variants`` of ``params.yaml``: variants of :data:`VARIANTS`."""
+    return only_known(names, sorted(VARIANTS), "CEE variant")
+
+
+register_block("cee", CEEParams)
+register_check("cee", "cee_variants", _known_variants)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from evichain.params_base import Section
+from evichain.params_base import Section, only_known, register_block, register_check
 
 
 class IndexParams(Section):
@@ -176,3 +176,14 @@ class EviReformParams(Section):
         if "{title}" not in self.passage_format and "{text}" not in self.passage_format:
             raise ValueError("evireform.passage_format must contain {title} or {text}")
         return self
+
+
+def _known_variants(names: list[str]) -> list[str]:
+    """``evireform_variants`` of ``params.yaml``: variants of :mod:`.variants` (paper or ours)."""
+    from evichain.methods.evireform.variants import OURS, VARIANTS
+
+    return only_known(names, sorted([*VARIANTS, *OURS]), "EviReform variant")
+
+
+register_block("evireform", EviReformParams)
+register_check("evireform", "evireform_variants", _known_variants)

@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from evichain.params_base import Section
+from evichain.params_base import Section, register_block
 
 ExpansionMethod = Literal["hyde", "query2doc", "lamer"]
 
@@ -91,3 +91,6 @@ def retrievers_of(method: str, params: ExpansionParams) -> tuple[bool, bool]:
     if method == "lamer":
         return True, False
     return params.query2doc.retriever == "bm25", params.query2doc.retriever == "dense"
+
+
+register_block("expansion", ExpansionParams)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from evichain.params_base import DATASETS, Section
+from evichain.params_base import DATASETS, Section, register_block
 
 METHODS: tuple[str, ...] = ("hipporag2", "catrag", "proprag")
 OpenIEMode = Literal["llm", "propositions"]
@@ -179,3 +179,6 @@ class GraphParams(Section):
     def openie_for(self, dataset: str) -> OpenIEMode:
         """The OpenIE mode of ``dataset`` (``openie_by_dataset`` wins over ``openie``)."""
         return self.openie_by_dataset.get(dataset, self.openie)
+
+
+register_block("graph", GraphParams)

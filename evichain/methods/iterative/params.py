@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from evichain.params_base import Section
+from evichain.params_base import Section, register_block
 
 MethodName = Literal["ircot", "self_ask", "s2g_rag", "gear"]
 METHODS: tuple[str, ...] = ("ircot", "self_ask", "s2g_rag", "gear")
@@ -125,3 +125,6 @@ class IterativeParams(Section):
         if len(set(v)) != len(v):
             raise ValueError("methods must not repeat")
         return v
+
+
+register_block("iterative", IterativeParams)

@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from evichain.params_base import Section
+from evichain.params_base import Section, register_block
 
 RerankMethod = Literal["listwise", "cross_encoder"]
 
@@ -59,3 +59,6 @@ def run_name(method: str) -> str:
     if method not in known:
         raise ValueError(f"unknown reranker '{method}' (known: {', '.join(known)})")
     return f"rerank-{method}"
+
+
+register_block("rerank", RerankParams)
