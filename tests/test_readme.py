@@ -201,3 +201,38 @@ def test_readme_evichain_commands_exist() -> None:
         options = {o for p in command.params for o in getattr(p, "opts", [])}
         unknown = [w for w in rest if w.startswith("--") and w.split("=")[0] not in options]
         assert not unknown, f"README.md: `evichain {' '.join(words)}`: unknown options {unknown}"
+
+
+# --- the notes on the runs ----------------------------------------------------------------------
+
+def test_notes_index_is_short_and_lists_every_topic() -> None:
+    text = NOTES_INDEX.read_text(encoding="utf-8")
+    n_lines = len(text.splitlines())
+    assert n_lines <= NOTES_INDEX_MAX_LINES, (
+        f"reports/notes.md has {n_lines} lines: it is the index, the notes go under reports/notes/")
+    topics = sorted(NOTES_DIR.glob("*.md"))
+    assert topics, "reports/notes/ holds no topic page"
+    linked = {(NOTES_INDEX.parent / t.partition("#")[0]).resolve() for t in links(NOTES_INDEX)}
+    unlisted = [t.name for t in topics if t.resolve() not in linked]
+    assert not unlisted, f"reports/notes.md does not link {unlisted}"
+
+
+@pytest.mark.parametrize("page", sorted(NOTES_DIR.glob("*.md")), ids=lambda p: p.name)
+def test_notes_pages_have_headings_and_a_way_back(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("# "), f"{page.name} starts without a title"
+    assert re.search(r"^## ", text, re.M), f"{page.name} has no section heading"
+    assert "../notes.md" in links(page), f"{page.name} does not link back to the index"
+
+
+def test_generated_reports_reach_the_notes() -> None:
+    """The report stage writes links to ``notes.md`` (reports/README.md) and ``../notes.md``
+    (reports/datasets/*.md); the index must stay where they point."""
+    pages = [ROOT / "reports" / "README.md", *sorted((ROOT / "reports" / "datasets").glob("*.md"))]
+    targets = [(page, t) for page in pages if page.exists() for t in links(page)
+               if t.partition("#")[0].endswith("notes.md")]
+    assert targets, "no generated page links the notes"
+    for page, target in targets:
+        assert (page.parent / target.partition("#")[0]).resolve() == NOTES_INDEX.resolve(), (
+            f"{page.relative_to(ROOT)} links {target}, not reports/notes.md")
+
