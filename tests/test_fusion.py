@@ -123,12 +123,8 @@ def test_fusion_flow_reads_stored_runs_and_names_a_missing_one(tmp_path: Path) -
 
 
 def test_tune_script_grid_spans_both_runs_and_picks_the_middle_of_ties() -> None:
-    import importlib.util
+    from evichain.retrieval import fusion_tuning as tune
 
-    spec = importlib.util.spec_from_file_location("tune_fusion", ROOT / "scripts" / "tune_fusion.py")
-    tune = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(tune)
     questions = pd.DataFrame({"question_id": ["q1"], "question": ["?"], "answer": ["a"],
                               "gold_passage_ids": [["p3", "p4"]], "gold_reliable": [True]})
     runs = _runs()
@@ -142,19 +138,16 @@ def test_tune_script_grid_spans_both_runs_and_picks_the_middle_of_ties() -> None
 
 
 def test_params_yaml_fusion_weights_are_the_recorded_tuning_choice() -> None:
-    """``fusion.weights`` must be what ``scripts/tune_fusion.py`` chose on the whole tuning
+    """``fusion.weights`` must be what the ``tune_fusion`` stage chose on the whole tuning
     sample (its committed JSON record), as ``evireform.robust`` is ``tune_evireform``'s; the
-    record's choice must follow its own rows under the script's rule."""
-    import importlib.util
+    record's choice must follow its own rows under the stage's rule."""
     import json
 
+    from evichain.retrieval import fusion_tuning as tune
+
     P = load_params(ROOT / "params.yaml")
-    spec = importlib.util.spec_from_file_location("tune_fusion", ROOT / "scripts" / "tune_fusion.py")
-    tune = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(tune)
     records = sorted((ROOT / "reports" / "tuning").glob("*-fusion.json"))
-    assert records, "no reports/tuning/<dataset>-fusion.json: run scripts/tune_fusion.py"
+    assert records, "no reports/tuning/<dataset>-fusion.json: run the tune_fusion stage"
     for path in records:
         rec = json.loads(path.read_text())
         assert rec["dataset"] in P.tuning_datasets
@@ -164,23 +157,12 @@ def test_params_yaml_fusion_weights_are_the_recorded_tuning_choice() -> None:
         assert rows["w (robust)"].tolist() == list(tune.GRID)
         assert tune.choose(rows) == rec["chosen_w"]
         assert P.fusion.weights == pytest.approx([rec["chosen_w"], 1.0 - rec["chosen_w"]])
-    md = (ROOT / "scripts" / "tune_fusion.results.md").read_text()
+    md = records[0].with_suffix(".md").read_text()
     assert f"**w = {json.loads(records[0].read_text())['chosen_w']}**" in md
 
 
 # ---------------------------------------------------------------- seeds-fused (fuse_seeds)
 SEED_RECORD = ROOT / "reports" / "tuning" / "2wiki_tune_s-seed_fusion.json"
-
-
-def _seed_tuner():  # type: ignore[no-untyped-def]
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("tune_seed_fusion",
-                                                  ROOT / "scripts" / "tune_seed_fusion.py")
-    tune = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(tune)
-    return tune
 
 
 def test_record_fusion_reads_runs_weight_and_depth(tmp_path: Path) -> None:
@@ -220,15 +202,16 @@ def test_seed_fusion_record_follows_its_rule_on_the_whole_tuning_sample() -> Non
     tuning question, with the CEE γ that params.yaml reports with."""
     import json
 
-    tune = _seed_tuner()
+    from evichain.retrieval import fusion_tuning as tune
+
     P = load_params(ROOT / "params.yaml")
     rec = json.loads(SEED_RECORD.read_text())
     assert rec["dataset"] in P.tuning_datasets
     assert rec["n_questions"] == P.data.samples[rec["dataset"]].n_questions
     assert rec["rule"] == tune.RULE and rec["grid"] == list(tune.GRID)
-    assert rec["runs"] == list(tune.RUNS) and rec["depth"] == P.fusion.depth
+    assert rec["runs"] == list(tune.SEED_RUNS) and rec["depth"] == P.fusion.depth
     assert rec["bridge_inherit"] == pytest.approx(P.cee.bridge_inherit)
     rows = pd.DataFrame(rec["rows"])
-    assert rows[tune.W].tolist() == list(tune.GRID)
-    assert tune.choose(rows, tune.W) == rec["chosen_w"]
-    assert f"**w = {rec['chosen_w']}**" in (ROOT / "scripts" / "tune_seed_fusion.results.md").read_text()
+    assert rows[tune.SEED_LABELS[0]].tolist() == list(tune.GRID)
+    assert tune.choose(rows, tune.SEED_LABELS[0]) == rec["chosen_w"]
+    assert f"**w = {rec['chosen_w']}**" in SEED_RECORD.with_suffix(".md").read_text()
