@@ -1,253 +1,274 @@
-"""Every dvc.yaml stage lists, as deps, the project source files its command imports.
-
-Static check (AST only, nothing of the project is imported): for each stage whose ``cmd`` is
-``python -m <project module>``, follow the module's imports transitively (module level and
-inside functions, absolute and relative; ``if TYPE_CHECKING:`` blocks are skipped since they
-never run) over the project packages, and require each reached file to be covered by a dep:
-the dep equals the file or is a directory above it.
-
-A stage module that imports its worker by name (:data:`DISPATCHERS`: ``stages.retrieve_method``
-imports the flow of its ``--method``'s family with ``importlib``) also reaches the modules its
-literal tables name for the stage's methods: the ``--method`` of the cmd, or each value of the
-stage's ``method`` matrix (a list, or a ``${...}`` reference into ``params.yaml``).
-"""
+"""Every dvc.yaml stage lists, as source deps, exactly the project files its command imports
+(``scripts/dvc_deps.py``; AST only, nothing of the project is imported here)."""
 
 from __future__ import annotations
 
-import ast
-import functools
-import re
+import difflib
+import textwrap
 from pathlib import Path
-from typing import Any
 
-import yaml
+import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PROJECT_PACKAGES = ("evichain", "flows", "stages")
-_CMD = re.compile(r"^\s*python\s+-m\s+([\w.]+)")
-DISPATCHERS: dict[str, str] = {"stages.retrieve_method": "--method"}
-"""Stage modules that import a worker module by name, and the option that selects it: the
-module's literal ``METHODS`` (option value → family) and ``FLOWS`` (family → module)."""
+from scripts.dvc_deps import ROOT, RewriteError, check, is_source, main, report, rewrite
+
+DVC = (ROOT / "dvc.yaml").read_text(encoding="utf-8")
 
 
-def module_file(name: str, root: Path = ROOT) -> Path | None:
-    """The source file of project module ``name`` (``a/b.py`` or ``a/b/__init__.py``), if any."""
-    if name.split(".")[0] not in PROJECT_PACKAGES:
-        return None
-    base = root.joinpath(*name.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
+# --------------------------------------------------------------------------- the real dvc.yaml
+def test_every_stage_lists_exactly_the_project_files_it_imports() -> None:
+    bad = check(DVC)
+    assert not bad, ("dvc.yaml source deps are not what the stages import "
+                     "(fix: python -m scripts.dvc_deps --write):\n" + report(bad))
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    """True for ``TYPE_CHECKING`` and ``typing.TYPE_CHECKING``."""
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
+def test_rewrite_of_the_real_file_changes_only_source_dep_lines_and_is_idempotent() -> None:
+    new = rewrite(DVC)
+    assert rewrite(new) == new and not check(new)
+    old_lines, new_lines = DVC.splitlines(), new.splitlines()
+    changed = [line for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+                   None, old_lines, new_lines, autojunk=False).get_opcodes() if tag != "equal"
+               for line in [*old_lines[i1:i2], *new_lines[j1:j2]]]
+    assert all(is_source(line.strip().removeprefix("- ")) for line in changed), changed[:5]
 
 
-def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """All nodes of ``tree`` except those only reachable under ``if TYPE_CHECKING:``."""
-    out: list[ast.AST] = []
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-        else:
-            stack.extend(ast.iter_child_nodes(node))
-    return out
+def test_source_deps_are_files_not_directories() -> None:
+    import yaml
+
+    for name, spec in yaml.safe_load(DVC)["stages"].items():
+        body = spec.get("do", spec)
+        for dep in body.get("deps", []):
+            if isinstance(dep, str) and is_source(dep):
+                assert (ROOT / dep).is_file(), f"{name}: {dep}"
 
 
-@functools.cache
-def imported_modules(name: str, root: Path = ROOT) -> frozenset[str]:
-    """Dotted names (candidates; not all need be project modules) imported by module ``name``."""
-    path = module_file(name, root)
-    assert path is not None, name
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)  # c may be a submodule
-    return frozenset(found)
+# --------------------------------------------------------------------------- a toy project
+FILES = {
+    "evichain/__init__.py": "",
+    "evichain/params_base.py": "X = 1\n",
+    "evichain/config.py": """
+        import importlib
+
+        from evichain.params_base import X
+
+        def load_params(path="params.yaml"):
+            return importlib.import_module("evichain.methods.catalogue")
+        """,
+    "evichain/typing_only.py": "",
+    "evichain/methods/__init__.py": "",
+    "evichain/methods/catalogue.py": """
+        METHOD_MODULES: dict[str, str] = {"toy": "evichain.methods.toy.method",
+                                          "other": "evichain.methods.other.method"}
+        BLOCK_MODULES: dict[str, str] = {"toy": "evichain.methods.toy.params",
+                                         "other": "evichain.methods.other.params"}
+        """,
+    "evichain/methods/base.py": """
+        import importlib
+
+        from evichain.methods.catalogue import METHOD_MODULES
+
+        def get_method(name):
+            return importlib.import_module(METHOD_MODULES[name])
+        """,
+    "evichain/methods/toy/__init__.py": "",
+    "evichain/methods/toy/params.py": "from evichain.params_base import X\n",
+    "evichain/methods/toy/helper.py": "",
+    "evichain/methods/toy/method.py": """
+        from .params import X
+
+        def build():
+            from . import helper
+        """,
+    "evichain/methods/other/__init__.py": "",
+    "evichain/methods/other/params.py": "from evichain.params_base import X\n",
+    "evichain/methods/other/method.py": "from evichain.methods.other.params import X\n",
+    "flows/__init__.py": "",
+    "flows/run.py": """
+        from evichain.methods.base import get_method
+
+        def run(name):
+            return get_method(name)
+        """,
+    "stages/__init__.py": "",
+    "stages/_common.py": "",
+    "stages/plain.py": """
+        from typing import TYPE_CHECKING
+
+        from stages._common import *
+
+        if TYPE_CHECKING:
+            import evichain.typing_only
+
+        def main():
+            from evichain.config import load_params
+        """,
+    "stages/run_method.py": """
+        def main(name):
+            from flows.run import run
+        """,
+    "stages/report.py": """
+        def main():
+            from evichain.config import load_params
+            p = load_params()
+            return p.other.top_k
+        """,
+}
+
+PLAIN = ["evichain/__init__.py", "evichain/config.py", "evichain/params_base.py",
+         "stages/__init__.py", "stages/_common.py", "stages/plain.py"]
+RUN = ["evichain/__init__.py", "evichain/methods/__init__.py", "evichain/methods/base.py",
+       "evichain/methods/catalogue.py", "evichain/params_base.py", "evichain/methods/toy/__init__.py",
+       "evichain/methods/toy/helper.py", "evichain/methods/toy/method.py",
+       "evichain/methods/toy/params.py", "flows/__init__.py", "flows/run.py",
+       "stages/__init__.py", "stages/run_method.py"]
+
+DVC_TOY = """\
+# header comment
+stages:
+  plain:
+    matrix:
+      dataset: ${datasets}
+    cmd: python -m stages.plain --dataset ${item.dataset}
+    deps:
+      - data
+      - artifacts/${item.dataset}/corpus.parquet
+%(plain)s
+    params:
+      - data   # a comment
+
+  # between stages
+  run:
+    matrix:
+      dataset: [d]
+      method: ${toy.methods}
+    cmd: python -m stages.run_method --dataset ${item.dataset} --method ${item.method}
+    deps:
+      - artifacts/${item.dataset}/corpus.parquet
+%(run)s
+  shell:
+    cmd: echo hi
+    deps:
+      - evichain
+"""
 
 
-def import_closure(name: str, root: Path = ROOT) -> set[Path]:
-    """Project files loaded by importing ``name``: its imports, transitively, plus every
-    parent package's ``__init__.py``."""
-    seen: set[str] = set()
-    todo = [name]
-    while todo:
-        mod = todo.pop()
-        parts = mod.split(".")
-        for i in range(1, len(parts) + 1):  # importing a.b.c runs a, a.b, a.b.c
-            prefix = ".".join(parts[:i])
-            if prefix not in seen and module_file(prefix, root) is not None:
-                seen.add(prefix)
-                todo.extend(imported_modules(prefix, root))
-    return {module_file(mod, root) for mod in seen}  # type: ignore[misc]
+def items(paths: list[str], indent: int = 6) -> str:
+    return "\n".join(f"{' ' * indent}- {p}" for p in paths)
 
 
-def module_literal(name: str, variable: str, root: Path = ROOT) -> Any:
-    """The value of module ``name``'s top-level ``variable = <literal>`` (read from the AST)."""
-    path = module_file(name, root)
-    assert path is not None, name
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-        if isinstance(target, ast.Name) and target.id == variable and node.value is not None:
-            return ast.literal_eval(node.value)
-    raise LookupError(f"{name} has no literal {variable}")
+def toy_dvc(plain: list[str], run: list[str]) -> str:
+    return DVC_TOY % {"plain": items(sorted(plain)), "run": items(sorted(run))}
 
 
-def _params_value(ref: str, params: dict[str, Any]) -> Any:
-    """``${a.b}`` → ``params["a"]["b"]``."""
-    value: Any = params
-    for part in ref.strip()[2:-1].split("."):
-        value = value[part]
-    return value
+@pytest.fixture()
+def toy(tmp_path: Path) -> Path:
+    for rel, text in FILES.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    (tmp_path / "params.yaml").write_text("datasets: [a]\ntoy:\n  methods: [toy]\n", encoding="utf-8")
+    return tmp_path
 
 
-def stage_options(cmd: str, option: str, matrix: dict[str, Any] | None,
-                  params: dict[str, Any]) -> list[str]:
-    """Values the cmd's ``option`` takes: a literal, or ``${item.<key>}`` over the matrix."""
-    found = re.search(rf"{re.escape(option)}\s+(\S+)", cmd)
-    assert found, f"{option} missing from {cmd!r}"
-    value = found.group(1)
-    item = re.fullmatch(r"\$\{item\.(\w+)\}", value)
-    if item is None:
-        return [value]
-    values = (matrix or {})[item.group(1)]
-    if isinstance(values, str):
-        values = _params_value(values, params)
-    return [str(v) for v in values]
+def problems(text: str, root: Path, **params: object) -> dict[str, dict[str, list[str]]]:
+    kwargs = {"params": params} if params else {}
+    return {s.stage: {"missing": s.missing, "extra": s.extra, "problems": s.problems}
+            for s in check(text, root, **kwargs)}
 
 
-def dispatched_modules(module: str, cmd: str, matrix: dict[str, Any] | None,
-                       params: dict[str, Any], root: Path = ROOT) -> set[str]:
-    """Modules a :data:`DISPATCHERS` stage imports by name for this cmd (none for others)."""
-    if module not in DISPATCHERS:
-        return set()
-    families = module_literal(module, "METHODS", root)
-    flows = module_literal(module, "FLOWS", root)
-    out = set()
-    for value in stage_options(cmd, DISPATCHERS[module], matrix, params):
-        assert value in families, f"{module}: unknown {DISPATCHERS[module]} {value!r}"
-        out.add(flows[families[value]])
-    return out
+def test_exact_deps_pass(toy: Path) -> None:
+    assert problems(toy_dvc(PLAIN, RUN), toy) == {}
 
 
-def _dep_path(dep: Any) -> str:
-    """A dep entry's path (entries may be ``path`` or ``{path: {options}}``)."""
-    return next(iter(dep)) if isinstance(dep, dict) else str(dep)
+def test_a_removed_dep_is_reported_missing(toy: Path) -> None:
+    assert problems(toy_dvc([p for p in PLAIN if p != "stages/_common.py"], RUN), toy) == {
+        "plain": {"missing": ["stages/_common.py"], "extra": [], "problems": []}}
 
 
-def covered(rel: str, deps: list[str]) -> bool:
-    """Whether file ``rel`` equals a dep or lies in a dep directory."""
-    return any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps)
+def test_an_unused_dep_and_a_directory_are_reported_extra(toy: Path) -> None:
+    found = problems(toy_dvc([*PLAIN, "evichain/methods/base.py"],
+                             [p for p in RUN if not p.startswith("flows/")] + ["flows"]), toy)
+    assert found == {
+        "plain": {"missing": [], "extra": ["evichain/methods/base.py"], "problems": []},
+        "run": {"missing": ["flows/__init__.py", "flows/run.py"], "extra": ["flows"], "problems": []}}
 
 
-def missing_deps(dvc: dict[str, Any], root: Path = ROOT,
-                 params: dict[str, Any] | None = None) -> dict[str, list[str]]:
-    """``{stage: [project files imported by its cmd but not covered by its deps]}``.
-
-    Stages whose ``cmd`` is not ``python -m <project module>`` are skipped. ``artifacts/``
-    deps are data and templated deps (``${...}``) cannot name a fixed source path, so neither
-    counts as covering anything. Stages with nothing missing are left out.
-    """
-    if params is None:
-        params_file = root / "params.yaml"
-        params = yaml.safe_load(params_file.read_text(encoding="utf-8")) if params_file.is_file() else {}
-    result: dict[str, list[str]] = {}
-    for stage, spec in (dvc.get("stages") or {}).items():
-        body = spec.get("do", spec)  # foreach stages keep cmd/deps under ``do``
-        cmd = body.get("cmd", "")
-        cmd = cmd if isinstance(cmd, str) else cmd[0]
-        match = _CMD.match(cmd)
-        if not match or module_file(match.group(1), root) is None:
-            continue
-        deps = [
-            d for d in map(_dep_path, body.get("deps") or [])
-            if "${" not in d and not d.startswith("artifacts/")
-        ]
-        module = match.group(1)
-        closure = import_closure(module, root)
-        for worker in dispatched_modules(module, cmd, spec.get("matrix"), params, root):
-            closure |= import_closure(worker, root)
-        files = sorted(p.relative_to(root).as_posix() for p in closure)
-        missing = [f for f in files if not covered(f, deps)]
-        if missing:
-            result[stage] = missing
-    return result
+def test_lazy_and_relative_imports_count_type_checking_ones_do_not(toy: Path) -> None:
+    # plain imports evichain.config inside main() (counted) and evichain.typing_only under
+    # TYPE_CHECKING (not); the toy method imports .helper inside build() (counted, in RUN).
+    assert "evichain/typing_only.py" not in PLAIN and "evichain/config.py" in PLAIN
+    assert problems(toy_dvc([*PLAIN, "evichain/typing_only.py"], RUN), toy)["plain"]["extra"] == [
+        "evichain/typing_only.py"]
 
 
-def _load_dvc() -> dict[str, Any]:
-    return yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
+def test_registry_dispatch_adds_only_the_stage_methods(toy: Path) -> None:
+    """The --method values (a matrix list or a params.yaml reference) resolve through the
+    catalogue to their method modules; config's import of the catalogue by name is not
+    followed, so `plain` does not depend on any method."""
+    other = ["evichain/methods/other/__init__.py", "evichain/methods/other/method.py",
+             "evichain/methods/other/params.py"]
+    both = {"datasets": ["a"], "toy": {"methods": ["toy", "other"]}}
+    assert problems(toy_dvc(PLAIN, RUN), toy, **both) == {
+        "run": {"missing": other, "extra": [], "problems": []}}
+    assert problems(toy_dvc(PLAIN, [*RUN, *other]), toy, **both) == {}
+    unknown = problems(toy_dvc(PLAIN, RUN), toy, datasets=["a"], toy={"methods": ["nope"]})
+    assert unknown["run"]["problems"] == [
+        "--method 'nope' is not in the catalogue (evichain.methods.catalogue)"]
+    with pytest.raises(RewriteError, match="nope"):
+        rewrite(toy_dvc(PLAIN, RUN), toy, params={"datasets": ["a"], "toy": {"methods": ["nope"]}})
 
 
-def test_every_stage_lists_the_project_files_it_imports() -> None:
-    missing = missing_deps(_load_dvc())
-    report = "".join(
-        f"  {stage}:\n" + "".join(f"    - {f}\n" for f in files) for stage, files in missing.items()
-    )
-    assert not missing, f"dvc.yaml stages import project files not covered by their deps:\n{report}"
+def test_a_new_registered_method_is_followed(toy: Path) -> None:
+    """A method package added to the catalogue is resolved like the built-in ones."""
+    pkg = toy / "evichain" / "methods" / "newm"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "method.py").write_text("from evichain.methods.base import get_method\n"
+                                   "from evichain.methods.newm import scoring\n")
+    (pkg / "scoring.py").write_text("")
+    catalogue = toy / "evichain" / "methods" / "catalogue.py"
+    catalogue.write_text(catalogue.read_text().replace(
+        '"toy": "evichain.methods.toy.method",',
+        '"toy": "evichain.methods.toy.method", "newm": "evichain.methods.newm.method",'))
+    new = ["evichain/methods/newm/__init__.py", "evichain/methods/newm/method.py",
+           "evichain/methods/newm/scoring.py"]
+    params = {"datasets": ["a"], "toy": {"methods": ["newm"]}}
+    run = [p for p in RUN if "/toy/" not in p and p != "evichain/params_base.py"]
+    assert problems(toy_dvc(PLAIN, [*run, *new]), toy, **params) == {}
+    written = rewrite(toy_dvc(PLAIN, RUN), toy, params=params)
+    assert items(sorted([*run, *new])) in written
 
 
-def test_checker_reports_a_removed_dep() -> None:
-    dvc = _load_dvc()
-    deps = dvc["stages"]["retrieve_graph"]["deps"]
-    assert "flows/read.py" in deps
-    deps.remove("flows/read.py")
-    assert missing_deps(dvc).get("retrieve_graph") == ["flows/read.py"]
+def test_a_block_read_adds_the_block_module(toy: Path) -> None:
+    """`p.other` (a method block read off the params) makes the block's params module a dep."""
+    dvc = "stages:\n  report:\n    cmd: python -m stages.report\n    deps:\n" + items(PLAIN) + "\n"
+    found = problems(dvc, toy)["report"]
+    assert found["missing"] == ["evichain/methods/__init__.py", "evichain/methods/catalogue.py",
+                                "evichain/methods/other/__init__.py",
+                                "evichain/methods/other/params.py", "stages/report.py"]
+    assert found["extra"] == ["stages/_common.py", "stages/plain.py"]
 
 
-def test_foreach_stages_are_checked_and_other_commands_skipped() -> None:
-    dvc = {"stages": {
-        "each": {"foreach": ["a"], "do": {"cmd": "python -m stages.prepare --dataset ${item}",
-                                           "deps": ["evichain", "flows", "stages/${item}.py"]}},
-        "shell": {"cmd": "echo hi", "deps": []},
-        "external": {"cmd": "python -m json.tool x", "deps": []},
-    }}
-    expected = ["stages/__init__.py", "stages/_common.py", "stages/prepare.py"]
-    assert missing_deps(dvc) == {"each": expected}
+def test_write_rewrites_only_source_deps_in_place_and_is_idempotent(toy: Path) -> None:
+    text = toy_dvc(["stages/plain.py", "evichain/methods"], ["flows", "stages/report.py"])
+    # a source dep between two non-source ones: the non-source deps stay first, in their order
+    text = text.replace("      - data\n", "      - data\n      - stages/_common.py\n", 1)
+    new = rewrite(text, toy)
+    assert new == toy_dvc(PLAIN, RUN)
+    assert rewrite(new, toy) == new and problems(new, toy) == {}
+    assert "# header comment" in new and "# between stages" in new and "- data   # a comment" in new
 
 
-def test_import_closure_follows_lazy_and_package_imports() -> None:
-    files = {p.relative_to(ROOT).as_posix() for p in import_closure("stages.retrieve_graph")}
-    # stages/_common.py is imported at module level; evichain.config pulls in every params module.
-    assert {"stages/__init__.py", "stages/_common.py", "evichain/config.py",
-            "evichain/methods/cee/params.py"} <= files
+def test_a_comment_among_source_deps_is_refused(toy: Path) -> None:
+    text = toy_dvc(PLAIN[1:], RUN).replace("      - stages/plain.py\n",
+                                           "      # why\n      - stages/plain.py\n")
+    with pytest.raises(RewriteError, match="comment sits among the source deps"):
+        rewrite(text, toy)
 
 
-def test_dispatched_flow_is_checked_per_method() -> None:
-    """A retrieve_method stage needs its own family's flow, not the others'."""
-    dvc = _load_dvc()
-    deps = dvc["stages"]["retrieve_graph"]["deps"]
-    assert "flows/graph.py" in deps and "flows/cee.py" not in deps
-    deps.remove("flows/graph.py")
-    assert missing_deps(dvc).get("retrieve_graph") == ["flows/graph.py"]
-    rerank = {"stages": {"r": {"matrix": {"dataset": ["d"], "method": "${rerank.methods}"},
-                               "cmd": "python -m stages.retrieve_method --dataset ${item.dataset} "
-                                      "--method ${item.method}",
-                               "deps": ["evichain", "stages"]}}}
-    assert missing_deps(rerank, params={"rerank": {"methods": ["listwise"]}}) == {
-        "r": ["flows/__init__.py", "flows/common.py", "flows/questions.py", "flows/read.py",
-              "flows/rerank.py", "flows/retrieve.py"]}
-    evireform = {"stages": {"e": {"cmd": "python -m stages.retrieve_method --dataset d "
-                                         "--method evireform --variant full",
-                                  "deps": ["evichain", "stages", "flows/__init__.py",
-                                           "flows/common.py", "flows/questions.py",
-                                           "flows/retrieve.py"]}}}
-    assert missing_deps(evireform, params={}) == {"e": ["flows/evireform.py"]}
+def test_command_line(toy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (toy / "dvc.yaml").write_text(toy_dvc(PLAIN[1:], RUN), encoding="utf-8")
+    assert main(["--check", "--root", str(toy)]) == 1
+    assert "missing: evichain/__init__.py" in capsys.readouterr().out
+    assert main(["--write", "--root", str(toy)]) == 0
+    assert main(["--check", "--root", str(toy)]) == 0
+    assert (toy / "dvc.yaml").read_text(encoding="utf-8") == toy_dvc(PLAIN, RUN)

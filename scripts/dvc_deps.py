@@ -1,0 +1,543 @@
+"""A stage's source deps are exactly the project files its command imports (a pipeline check).
+
+    python -m scripts.dvc_deps --check   # per stage: missing and extra source deps; exit 1 if any
+    python -m scripts.dvc_deps --write   # rewrite the deps lists of dvc.yaml in place
+
+Static (AST only: nothing of the project is imported, so it runs in a fraction of a second).
+For each stage of ``dvc.yaml`` whose ``cmd`` is ``python -m <project module>``, the expected
+source deps (files under ``evichain/``, ``flows/``, ``stages/``, one entry per file, sorted) are:
+
+1. the import closure of the module: its imports, transitively, at module level and inside
+   functions, absolute and relative, plus every parent package's ``__init__.py``;
+   ``if TYPE_CHECKING:`` blocks are skipped, they never run;
+2. modules the closure imports *by name*, resolved through the literal catalogue
+   ``evichain/methods/catalogue.py`` (read from the source):
+
+   * registry dispatch: where a module of the closure imports ``get_method`` from
+     ``evichain.methods.base``, the stage runs the methods its ``--method`` option names
+     (a literal, ``${item.<key>}`` over the stage's matrix, ``${item}`` over its foreach list,
+     or a ``${<key>}`` reference into ``params.yaml``; a matrix value may itself be such a
+     reference). Each method's module (``METHOD_MODULES``) and its closure are added; a
+     ``--method`` the catalogue does not list is an error;
+   * block reads: where a module of the closure reads a method's params block off the params
+     (``params.rerank``, ``p.graph``, ``load_params(f).evireform``, ``params.block("cee")``),
+     the block's params module (``BLOCK_MODULES``), its closure and the catalogue are added:
+     the block's defaults are part of what the stage computes. :mod:`evichain.config` loads
+     every block's module by name to *validate* it; that is not followed, since validation
+     of another method's block cannot change a stage's outputs (nor is ``methods()``, the
+     registry's listing of every method, used to list or validate names).
+
+   Both repeat until nothing new is reached.
+
+Non-source deps (``artifacts/...``, ``data``, ``reports/...``, ``reproduce/...``) are kept as
+they are, in their place, before the source deps. ``--write`` rewrites only the lines of each
+stage's ``deps:`` block (every other line and comment stays; it refuses a deps block with a
+comment among its source deps) and is idempotent; it re-reads ``dvc.yaml`` right before writing
+and checks that the rewritten file loads to the same stages except for their source deps.
+
+``tests/test_dvc_deps.py`` runs ``--check`` on the real ``dvc.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_PACKAGES: tuple[str, ...] = ("evichain", "flows", "stages")
+"""Top-level project packages: a dep under one of them is a source dep."""
+CATALOGUE = "evichain.methods.catalogue"
+"""The module whose literals ``METHOD_MODULES`` / ``BLOCK_MODULES`` resolve imports by name."""
+REGISTRY = "evichain.methods.base"
+"""The registry module; importing its ``get_method`` marks a module as dispatching by name."""
+DISPATCH_NAME = "get_method"
+METHOD_OPTION = "--method"
+"""The stage option that names the method a dispatching stage runs."""
+PARAMS_RECEIVERS: frozenset[str] = frozenset({"params", "p", "P", "PARAMS"})
+"""Names the project gives a :class:`evichain.config.Params` (``params.rerank`` is a block read)."""
+PARAMS_LOADERS: frozenset[str] = frozenset({"load_params", "parse_params"})
+
+_PYTHON_M = re.compile(r"^\s*python3?\s+-m\s+([\w.]+)")
+
+
+def is_source(dep: str) -> bool:
+    """Whether dep path ``dep`` lies under a project package (or is one)."""
+    return dep.split("/")[0] in SOURCE_PACKAGES
+
+
+def dep_path(dep: Any) -> str:
+    """A dep entry's path (entries may be ``path`` or ``{path: {options}}``)."""
+    return next(iter(dep)) if isinstance(dep, dict) else str(dep)
+
+
+# --------------------------------------------------------------------------- the import walk
+def _is_type_checking(test: ast.expr) -> bool:
+    """True for ``TYPE_CHECKING`` and ``typing.TYPE_CHECKING``."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """All nodes of ``tree`` except those only reachable under ``if TYPE_CHECKING:``."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """What the walk needs of one module: the dotted names it imports (candidates: ``from a
+    import b`` gives ``a`` and ``a.b``, which may be a submodule), whether it dispatches through
+    the registry, and the attribute names it reads off a params object (block candidates)."""
+
+    imports: frozenset[str]
+    dispatches: bool
+    reads: frozenset[str]
+
+
+def _block_read(node: ast.AST) -> str | None:
+    """``params.<x>`` / ``p.<x>`` / ``self.params.<x>`` / ``load_params(f).<x>`` → ``x``;
+    ``<params>.block("x.y")`` → ``x``; else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "block" and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str):
+        return node.args[0].value.split(".")[0]
+    if not isinstance(node, ast.Attribute):
+        return None
+    owner = node.value
+    if isinstance(owner, ast.Name) and owner.id in PARAMS_RECEIVERS:
+        return node.attr
+    if isinstance(owner, ast.Attribute) and owner.attr == "params":
+        return node.attr
+    if isinstance(owner, ast.Call):
+        func = owner.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in PARAMS_LOADERS:
+            return node.attr
+    return None
+
+
+class Project:
+    """The source tree under ``root``, its modules read once each."""
+
+    def __init__(self, root: Path = ROOT) -> None:
+        self.root = Path(root)
+        self._info: dict[str, ModuleInfo] = {}
+        self._files: dict[str, Path | None] = {}
+        self._catalogue: tuple[dict[str, str], dict[str, str]] | None = None
+
+    # ---- modules
+    def module_file(self, name: str) -> Path | None:
+        """The source file of project module ``name`` (``a/b.py`` or ``a/b/__init__.py``)."""
+        if name not in self._files:
+            found = None
+            if name.split(".")[0] in SOURCE_PACKAGES:
+                base = self.root.joinpath(*name.split("."))
+                for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                    if candidate.is_file():
+                        found = candidate
+                        break
+            self._files[name] = found
+        return self._files[name]
+
+    def rel(self, name: str) -> str:
+        path = self.module_file(name)
+        assert path is not None, name
+        return path.relative_to(self.root).as_posix()
+
+    def info(self, name: str) -> ModuleInfo:
+        """What module ``name`` imports, whether it dispatches, which attributes it reads."""
+        if name not in self._info:
+            path = self.module_file(name)
+            assert path is not None, name
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            imports: set[str] = set()
+            reads: set[str] = set()
+            dispatches = False
+            for node in runtime_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                if isinstance(node, ast.Import):
+                    imports.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        parts = package.split(".")
+                        base = ".".join(parts[: len(parts) - node.level + 1])
+                        target = f"{base}.{node.module}" if node.module else base
+                    else:
+                        target = node.module or ""
+                    imports.add(target)
+                    imports.update(f"{target}.{alias.name}" for alias in node.names)
+                    if target == REGISTRY and any(a.name == DISPATCH_NAME for a in node.names):
+                        dispatches = True
+                else:
+                    read = _block_read(node)
+                    if read is not None:
+                        reads.add(read)
+            self._info[name] = ModuleInfo(frozenset(imports), dispatches, frozenset(reads))
+        return self._info[name]
+
+    def closure(self, names: Iterable[str]) -> set[str]:
+        """Project modules loaded by importing ``names``: their imports, transitively, with
+        every parent package."""
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            parts = todo.pop().split(".")
+            for i in range(1, len(parts) + 1):  # importing a.b.c runs a, a.b, a.b.c
+                prefix = ".".join(parts[:i])
+                if prefix not in seen and self.module_file(prefix) is not None:
+                    seen.add(prefix)
+                    todo.extend(self.info(prefix).imports)
+        return seen
+
+    # ---- the catalogue
+    def catalogue(self) -> tuple[dict[str, str], dict[str, str]]:
+        """``(METHOD_MODULES, BLOCK_MODULES)`` of the catalogue, read from its source."""
+        if self._catalogue is None:
+            path = self.module_file(CATALOGUE)
+            values: dict[str, Any] = {"METHOD_MODULES": {}, "BLOCK_MODULES": {}}
+            if path is not None:
+                for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                    target = node.target if isinstance(node, ast.AnnAssign) else (
+                        node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                        else None)
+                    if isinstance(target, ast.Name) and target.id in values and node.value is not None:
+                        values[target.id] = ast.literal_eval(node.value)
+            self._catalogue = (dict(values["METHOD_MODULES"]), dict(values["BLOCK_MODULES"]))
+        return self._catalogue
+
+    # ---- one command
+    def command_modules(self, module: str, methods: list[str] | None,
+                        unresolved: str | None = None) -> tuple[set[str], list[str]]:
+        """Modules command ``python -m module`` loads, running ``methods`` (its ``--method``
+        values; None when it has no such option, ``unresolved`` saying why when they could not
+        be resolved), and the problems found."""
+        method_modules, block_modules = self.catalogue()
+        problems: list[str] = []
+        loaded = self.closure([module])
+        while True:
+            wanted: set[str] = set()
+            if any(self.info(m).dispatches for m in loaded):
+                if unresolved is not None:
+                    problems.append(unresolved)
+                elif methods is None:
+                    problems.append(f"dispatches through the registry ({DISPATCH_NAME}) but its "
+                                    f"cmd has no {METHOD_OPTION}")
+                for method in methods or ():
+                    target = method_modules.get(method)
+                    if target is None:
+                        problems.append(f"{METHOD_OPTION} {method!r} is not in the catalogue "
+                                        f"({CATALOGUE})")
+                    else:
+                        wanted.add(target)
+            for read in set().union(*(self.info(m).reads for m in loaded)):
+                if read in block_modules:
+                    wanted.update((block_modules[read], CATALOGUE))
+            new = self.closure(wanted) - loaded
+            if not new:
+                return loaded, sorted(set(problems))
+            loaded |= new
+
+
+# --------------------------------------------------------------------------- stage options
+def _params_value(key: str, params: dict[str, Any]) -> Any:
+    """``a.b`` → ``params["a"]["b"]`` (a KeyError names the key)."""
+    value: Any = params
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(f"${{{key}}} is not in params.yaml")
+        value = value[part]
+    return value
+
+
+def _resolve(value: Any, params: dict[str, Any]) -> list[str]:
+    """A matrix / foreach value: a list, or a ``${key}`` reference to one in params.yaml."""
+    if isinstance(value, str):
+        ref = re.fullmatch(r"\$\{\s*([\w.]+)\s*\}", value)
+        if ref is None:
+            return [value]
+        value = _params_value(ref.group(1), params)
+    return [str(v) for v in (value if isinstance(value, list) else [value])]
+
+
+def option_values(cmd: str, option: str, spec: dict[str, Any], params: dict[str, Any]) -> list[str] | None:
+    """The values ``option`` takes over a stage's matrix / foreach (None when the cmd lacks it)."""
+    found = re.search(rf"(?:^|\s){re.escape(option)}(?:\s+|=)(\S+)", cmd)
+    if found is None:
+        return None
+    value = found.group(1)
+    if "${" not in value:
+        return [value]
+    item = re.fullmatch(r"\$\{\s*item(?:\.(\w+))?\s*\}", value)
+    if item is not None:
+        if item.group(1) is None:
+            return _resolve(spec.get("foreach", []), params)
+        return _resolve((spec.get("matrix") or {})[item.group(1)], params)
+    ref = re.fullmatch(r"\$\{\s*([\w.]+)\s*\}", value)
+    if ref is not None:
+        return _resolve(_params_value(ref.group(1), params), params)
+    raise ValueError(f"cannot resolve {option} {value!r}")
+
+
+# --------------------------------------------------------------------------- the check
+@dataclass
+class StageDeps:
+    """One stage's source deps: what it lists and what its command imports."""
+
+    stage: str
+    listed: list[str]
+    expected: list[str]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[str]:
+        return [f for f in self.expected if f not in self.listed]
+
+    @property
+    def extra(self) -> list[str]:
+        return sorted({d for d in self.listed if d not in self.expected})
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.extra or self.problems)
+
+
+def _commands(spec: dict[str, Any]) -> list[str]:
+    body = spec.get("do", spec)  # foreach stages keep cmd/deps under ``do``
+    cmd = body.get("cmd", "")
+    return [cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def stage_deps(dvc: dict[str, Any], params: dict[str, Any], project: Project) -> list[StageDeps]:
+    """Every ``python -m <project module>`` stage of ``dvc`` (a loaded dvc.yaml), in file order."""
+    out: list[StageDeps] = []
+    for stage, spec in (dvc.get("stages") or {}).items():
+        modules: set[str] = set()
+        problems: list[str] = []
+        checked = False
+        for cmd in _commands(spec):
+            match = _PYTHON_M.match(cmd)
+            if not match or project.module_file(match.group(1)) is None:
+                continue
+            checked = True
+            unresolved = None
+            try:
+                methods = option_values(cmd, METHOD_OPTION, spec, params)
+            except (KeyError, ValueError) as exc:
+                methods, unresolved = [], str(exc.args[0])
+            loaded, found = project.command_modules(match.group(1), methods, unresolved)
+            modules |= loaded
+            problems += found
+        if not checked:
+            continue
+        body = spec.get("do", spec)
+        listed = [d for d in map(dep_path, body.get("deps") or []) if is_source(d)]
+        out.append(StageDeps(stage, listed, sorted({project.rel(m) for m in modules}), problems))
+    return out
+
+
+def load_params_file(root: Path) -> dict[str, Any]:
+    path = root / "params.yaml"
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+
+
+def check(text: str, root: Path = ROOT, params: dict[str, Any] | None = None) -> list[StageDeps]:
+    """The stages of dvc.yaml ``text`` whose source deps are not exactly what they import."""
+    params = load_params_file(root) if params is None else params
+    return [s for s in stage_deps(yaml.safe_load(text) or {}, params, Project(root)) if not s.ok]
+
+
+def report(bad: list[StageDeps]) -> str:
+    lines = []
+    for s in bad:
+        lines.append(f"{s.stage}:")
+        lines += [f"  problem: {p}" for p in s.problems]
+        lines += [f"  missing: {f}" for f in s.missing]
+        lines += [f"  extra:   {f}" for f in s.extra]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the rewrite
+class RewriteError(ValueError):
+    """dvc.yaml text the rewrite cannot change safely (the message says where)."""
+
+
+_STAGE = re.compile(r"^  (?P<name>[^\s#:][^:]*):\s*(#.*)?$")
+_DEPS = re.compile(r"^(?P<indent>\s+)deps:\s*(#.*)?$")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _stage_spans(lines: list[str]) -> dict[str, tuple[int, int]]:
+    """Stage name → (first line, end line) of its block under top-level ``stages:``."""
+    spans: dict[str, tuple[int, int]] = {}
+    try:
+        start = next(i for i, line in enumerate(lines) if re.match(r"^stages:\s*(#.*)?$", line))
+    except StopIteration:
+        return spans
+    current: tuple[str, int] | None = None
+    end = len(lines)
+    for i in range(start + 1, len(lines)):
+        line = lines[i]
+        if line.strip() and not line.startswith(" ") and not line.startswith("#"):
+            end = i  # the next top-level key
+            break
+        match = _STAGE.match(line)
+        if match:
+            if current is not None:
+                spans[current[0]] = (current[1], i)
+            current = (match.group("name").strip().strip("'\""), i)
+    if current is not None:
+        spans[current[0]] = (current[1], end)
+    return spans
+
+
+def _rewrite_stage(lines: list[str], span: tuple[int, int], stage: str,
+                   files: list[str]) -> list[str]:
+    """The lines of ``span`` with the stage's source deps replaced by ``files``."""
+    block = lines[span[0]:span[1]]
+    at = next((i for i, line in enumerate(block) if _DEPS.match(line)), None)
+    if at is None:
+        raise RewriteError(f"{stage}: no block-style 'deps:' line to rewrite")
+    deps_indent = _indent(block[at])
+    end = at + 1
+    while end < len(block) and (not block[end].strip() or _indent(block[end]) > deps_indent
+                                or (block[end].lstrip().startswith("- ")
+                                    and _indent(block[end]) == deps_indent)):
+        end += 1
+    while end > at + 1 and not block[end - 1].strip():  # trailing blank lines stay outside
+        end -= 1
+    body = block[at + 1:end]
+    items = [line for line in body if line.lstrip().startswith("- ")]
+    if not items:
+        raise RewriteError(f"{stage}: empty deps list")
+    item_indent = _indent(items[0])
+    entries: list[tuple[list[str], list[str]]] = []  # (comment lines before, entry lines)
+    comments: list[str] = []
+    for line in body:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            comments.append(line)
+        elif _indent(line) == item_indent and stripped.startswith("- "):
+            entries.append((comments, [line]))
+            comments = []
+        elif entries and _indent(line) > item_indent:
+            entries[-1][1].append(line)
+        else:
+            raise RewriteError(f"{stage}: unexpected line in deps: {line!r}")
+    kept: list[str] = []
+    for before, entry in entries:
+        path = dep_path(yaml.safe_load(entry[0].strip()[2:]) if entry[0].strip()[2:] else "")
+        if is_source(path):
+            if any(c.strip() for c in before):
+                raise RewriteError(f"{stage}: a comment sits among the source deps ({path}); "
+                                   "move it above 'deps:'")
+            continue
+        kept += [*before, *entry]
+    kept += comments  # comments after the last entry
+    new_body = kept + [f"{' ' * item_indent}- {f}" for f in files]
+    return [*block[:at + 1], *new_body, *block[end:]]
+
+
+def rewrite(text: str, root: Path = ROOT, params: dict[str, Any] | None = None) -> str:
+    """``text`` (dvc.yaml) with each checked stage's source deps replaced by what its command
+    imports; every other line unchanged. A stage with problems (an unknown ``--method``) is a
+    :class:`RewriteError`."""
+    params = load_params_file(root) if params is None else params
+    dvc = yaml.safe_load(text) or {}
+    results = stage_deps(dvc, params, Project(root))
+    broken = [s for s in results if s.problems]
+    if broken:
+        raise RewriteError("cannot compute the deps of:\n" + report(broken))
+    lines = text.splitlines()
+    # Bottom-up, so the spans of the stages above stay valid.
+    spans = _stage_spans(lines)
+    for s in sorted(results, key=lambda s: -spans[s.stage][0] if s.stage in spans else 0):
+        if s.stage not in spans:
+            raise RewriteError(f"{s.stage}: stage header not found in the text")
+        if s.listed == s.expected:
+            continue
+        start, end = spans[s.stage]
+        lines[start:end] = _rewrite_stage(lines, (start, end), s.stage, s.expected)
+    out = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    _same_but_source_deps(dvc, yaml.safe_load(out) or {})
+    return out
+
+
+def _same_but_source_deps(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """The rewritten file loads to the same stages, non-source deps included (in order)."""
+    def strip(doc: dict[str, Any]) -> dict[str, Any]:
+        out = dict(doc)
+        stages = {}
+        for name, spec in (doc.get("stages") or {}).items():
+            spec = dict(spec)
+            body = dict(spec.get("do", spec))
+            if "deps" in body:
+                body["deps"] = [d for d in body["deps"] if not is_source(dep_path(d))]
+            if "do" in spec:
+                spec["do"] = body
+            else:
+                spec = body
+            stages[name] = spec
+        out["stages"] = stages
+        return out
+
+    if strip(before) != strip(after):
+        raise RewriteError("the rewrite changed more than source deps (not written)")
+
+
+# --------------------------------------------------------------------------- command line
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.dvc_deps", description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="report missing / extra source deps (default)")
+    mode.add_argument("--write", action="store_true", help="rewrite the deps lists of dvc.yaml in place")
+    parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this one)")
+    args = parser.parse_args(argv)
+    path = args.root / "dvc.yaml"
+    if args.write:
+        text = path.read_text(encoding="utf-8")  # read fresh, right before writing
+        try:
+            new = rewrite(text, args.root)
+        except RewriteError as exc:
+            print(f"dvc.yaml not written: {exc}", file=sys.stderr)
+            return 1
+        if path.read_text(encoding="utf-8") != text:
+            print("dvc.yaml changed while the deps were computed; run again", file=sys.stderr)
+            return 1
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+        bad = check(new, args.root)
+        print(f"dvc.yaml: {'deps rewritten' if new != text else 'unchanged'}; "
+              f"{'all stages exact' if not bad else 'still wrong:'}")
+        if bad:
+            print(report(bad))
+        return 1 if bad else 0
+    bad = check(path.read_text(encoding="utf-8"), args.root)
+    if bad:
+        print(report(bad))
+        print(f"{len(bad)} stage(s) of dvc.yaml whose source deps are not exactly what they "
+              "import; fix with: python -m scripts.dvc_deps --write")
+        return 1
+    print("dvc.yaml: every stage lists exactly the project files it imports")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
