@@ -11,7 +11,7 @@ character-loop reimplementation of EviReform C.4 (no regular expressions, no sha
 Finally every percentage cell of the main table in ``reports/README.md`` is compared with
 100 × the JSON value (to its two printed decimals). Usage:
 
-    .venv/bin/python scripts/crosscheck_metrics.py [--out scripts/crosscheck_metrics.results.md]
+    .venv/bin/python -m scripts.crosscheck_metrics [--out scripts/crosscheck_metrics.results.md]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ All use the scripted LLM (``scripts/drills/responder.py``), never a real model. 
 Prefect server serves every stage run. Each drill's figures are also written as JSON under
 ``reports/drills/``. Runtime on the 2-core reference machine: a few minutes.
 
-    python scripts/reliability_report.py [--quick]
+    python -m scripts.reliability_report [--quick]
 """
 
 from __future__ import annotations
@@ -25,11 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scripts.drills import bad_input, concurrent_writers, crash_resume, faults  # noqa: E402
-from scripts.drills import common as c  # noqa: E402
+from scripts.drills import bad_input, concurrent_writers, crash_resume, faults
+from scripts.drills import common as c
 
 REPORT = c.ROOT / "reports" / "reliability.md"
 DRILLS_DIR = c.ROOT / "reports" / "drills"
@@ -54,7 +51,7 @@ def run_all(work: Path, quick: bool) -> list[dict[str, Any]]:
                          seed=seed, retries=retries)
         res["seconds"] = round(time.perf_counter() - start, 1)
         name = "faults" if (q, p) == (12, 45) else f"faults-{q}q-{p}p"
-        cmd = (f"python scripts/drills/faults.py --questions {q} --passages {p} --rate 0.3 "
+        cmd = (f"python -m scripts.drills.faults --questions {q} --passages {p} --rate 0.3 "
                f"--seed {seed} --retries {retries}")
         _save(name, res, cmd)
         t = res["totals"]
@@ -77,7 +74,7 @@ def run_all(work: Path, quick: bool) -> list[dict[str, Any]]:
     res = crash_resume.run(work / "crash", n_passages=n, shard=16, latency_s=0.05, kills=kills,
                            seed=11, rerun_subprocess=True)
     res["seconds"] = round(time.perf_counter() - start, 1)
-    cmd = f"python scripts/drills/crash_resume.py --passages {n} --shard 16 --latency 0.05 --kills {kills}"
+    cmd = f"python -m scripts.drills.crash_resume --passages {n} --shard 16 --latency 0.05 --kills {kills}"
     _save("crash_resume", res, cmd)
     reasons = []
     if not res["outputs_identical"]["extraction_status.parquet"]:
@@ -104,7 +101,7 @@ def run_all(work: Path, quick: bool) -> list[dict[str, Any]]:
                                      overlap=overlap, shard=8, latency_s=0.05, reference=True,
                                      layout=layout, workers=workers, concurrency=conc)
         res["seconds"] = round(time.perf_counter() - start, 1)
-        cmd = (f"python scripts/drills/concurrent_writers.py --passages {n} --overlap {overlap} "
+        cmd = (f"python -m scripts.drills.concurrent_writers --passages {n} --overlap {overlap} "
                f"--shard 8 --latency 0.05 --layout {layout} --workers {workers} --concurrency {conc}")
         _save(f"concurrent_writers-{layout}-w{workers}c{conc}", res, cmd)
         reasons = []
@@ -140,7 +137,7 @@ def run_all(work: Path, quick: bool) -> list[dict[str, Any]]:
         cases.append(bad_input.run_subprocess(case, d))
     res = {"cases": cases, "verdict": "pass" if all(x["ok"] for x in cases) else "FAIL",
            "seconds": round(time.perf_counter() - start, 1)}
-    cmd = "python scripts/drills/bad_input.py"
+    cmd = "python -m scripts.drills.bad_input"
     _save("bad_input", res, cmd)
     rows.append({
         "drill": f"bad input: {len(cases)} cases, each a stage subprocess",
@@ -223,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller scale (about half the time)")
     ap.add_argument("--out", type=Path, default=REPORT)
     args = ap.parse_args(argv)
-    command = "python scripts/reliability_report.py" + (" --quick" if args.quick else "")
+    command = "python -m scripts.reliability_report" + (" --quick" if args.quick else "")
     work = Path(tempfile.mkdtemp(prefix="reliability-"))
     start = time.perf_counter()
     try:

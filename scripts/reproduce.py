@@ -60,13 +60,13 @@ and ``cee``.
 
 The run uses the real stage entry points in-process, in a scratch directory.
 
-    python scripts/reproduce.py            # check; exit 1 with a table of differences
-    python scripts/reproduce.py --write    # re-record the expected scores (after a deliberate change)
-    python scripts/reproduce.py --add      # record new entries only if every recorded one reproduces
-    python scripts/reproduce.py --only baselines[,qa] [--add|--write]   # just these groups
-    python scripts/reproduce.py --only cee --add                         # CEE (~minutes)
-    python scripts/reproduce.py --only baselines --runs query2doc --add  # one run's entries
-    python scripts/reproduce.py --only evireform --datasets hotpotqa_s   # one dataset's entries
+    python -m scripts.reproduce            # check; exit 1 with a table of differences
+    python -m scripts.reproduce --write    # re-record the expected scores (after a deliberate change)
+    python -m scripts.reproduce --add      # record new entries only if every recorded one reproduces
+    python -m scripts.reproduce --only baselines[,qa] [--add|--write]   # just these groups
+    python -m scripts.reproduce --only cee --add                         # CEE (~minutes)
+    python -m scripts.reproduce --only baselines --runs query2doc --add  # one run's entries
+    python -m scripts.reproduce --only evireform --datasets hotpotqa_s   # one dataset's entries
 
 ``--runs NAME[,NAME]`` narrows the chosen groups to the named runs (``runs/<name>.parquet``;
 the reader over a run, ``qa-<name>``, goes with it): only their stages run and only their
@@ -629,7 +629,6 @@ def added(recorded: list[Entry], measured: list[Entry]) -> list[Entry]:
 
 
 def main(argv: list[str]) -> int:
-    sys.path.insert(0, str(ROOT))
     if "--help" in argv or "-h" in argv:
         print(__doc__)
         return 0

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evichain.config import ParamsError  # light: pydantic and yaml only, no env-sensitive import
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -41,8 +43,6 @@ def bootstrap_env() -> None:
 
 
 bootstrap_env()
-
-from evichain.config import ParamsError  # noqa: E402
 
 
 _RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")

@@ -1,7 +1,7 @@
 """Reliability drill 3 at CI scale: two processes (a stage subprocess and this one) extract
 overlapping passages against one LLM cache and one checkpoint directory: both finish, the
 cache is sound and holds every passage once, and no passage is called twice except inside the
-race window. The larger run: ``python scripts/drills/concurrent_writers.py`` (and the report)."""
+race window. The larger run: ``python -m scripts.drills.concurrent_writers`` (and the report)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 group) after a seeded random number of LLM calls; the re-run calls the model exactly for the
 passages not finished before the kill and reproduces the uninterrupted run's outputs. Also: a
 crash in the middle of an atomic write leaves no half-written output.
-The larger run: ``python scripts/drills/crash_resume.py`` (and the report)."""
+The larger run: ``python -m scripts.drills.crash_resume`` (and the report)."""
 
 from __future__ import annotations
 

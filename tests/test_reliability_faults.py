@@ -2,7 +2,7 @@
 JSON) in the extraction, EviReform retrieval and QA read stages of a real 2Wiki slice built
 by the demo rules (6 questions, 24 passages). The stages complete; every failure left after
 retries is a status row; the cache holds only valid responses; a clean re-run calls the model
-only for what failed. The larger run: ``python scripts/drills/faults.py`` (and the report)."""
+only for what failed. The larger run: ``python -m scripts.drills.faults`` (and the report)."""
 
 from __future__ import annotations
 

@@ -3,22 +3,19 @@
 BM25 on a fixed 50-question sample of every benchmark with gold and dense on the demo must
 match to 1e-6; EviReform and the reader on the demo are replayed from the recorded LLM cache
 (no model needed) and must match exactly. The entries that encode a whole benchmark corpus
-(EviReform on 2wiki_s, PropRAG, the LLM baselines) are left to ``python scripts/reproduce.py``:
+(EviReform on 2wiki_s, PropRAG, the LLM baselines) are left to ``python -m scripts.reproduce``:
 minutes on 2 cores. ``--only`` (groups of entries) is checked without running a stage.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from scripts import reproduce
 
-import reproduce  # noqa: E402
 
 
 def test_compare_uses_exact_match_for_replayed_and_bands_for_live_scores() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from evichain.data.schema import make_corpus, make_questions, passage_id, unique_strings
-from evichain.data.sources import expect_type, field, load_jsonl
+from evichain.data.sources import field, load_jsonl
 
 FILE = "hotpotqa/dev_subsampled.jsonl"
 FILES: tuple[str, ...] = (FILE,)

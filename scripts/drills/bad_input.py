@@ -2,12 +2,12 @@
 names the file / key / question and says what to do, or (LLM endpoint) give failure rows fast.
 
 Each case builds a small work directory (a 2Wiki-format source folder with ``SHA256SUMS``, a
-params file, artifacts) and runs the real stage. ``python scripts/drills/bad_input.py`` runs
+params file, artifacts) and runs the real stage. ``python -m scripts.drills.bad_input`` runs
 every case as a subprocess (as DVC would) and records its exit code, its stderr error lines,
 traceback lines, and seconds; the CI test (``tests/test_reliability_bad_input.py``) runs them
 in-process.
 
-    python scripts/drills/bad_input.py --out reports/drills/bad_input.json
+    python -m scripts.drills.bad_input --out reports/drills/bad_input.json
 """
 
 from __future__ import annotations
@@ -21,10 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from scripts.drills import common as c  # noqa: E402
+from scripts.drills import common as c
 
 CORPUS = [
     {"title": "Alpha Film", "text": "Alpha Film is a 1950 film directed by Bo Ray."},

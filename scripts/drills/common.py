@@ -9,6 +9,7 @@ Every drill runs the real stage entry points (``stages.*``) with the scripted LL
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -25,17 +26,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import yaml
+
+from stages._common import bootstrap_env
+
+bootstrap_env()  # quiet, offline environment first (importing stages._common sets it too)
+# Prefect's console logging configured on the real streams, before any in-process stage run
+# swaps sys.stdout/stderr
+importlib.import_module("prefect.main")
+
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from stages._common import bootstrap_env  # noqa: E402  (quiet, offline environment first)
-
-bootstrap_env()
-
-import pandas as pd  # noqa: E402
-import prefect.main  # noqa: E402,F401  (configures Prefect's console logging on the real streams,
-import yaml  # noqa: E402         # before any in-process stage run swaps sys.stdout/stderr)
 
 RESPONDER = "scripts.drills.responder:respond"
 PYTHON = sys.executable
@@ -400,7 +401,7 @@ def run_drill(script: str, argv: Sequence[str] | None, out: Path | None, keep: b
     try:
         with prefect_backend():
             result = body(work)
-        result["command"] = f"python scripts/drills/{script}.py " + " ".join(argv or sys.argv[1:])
+        result["command"] = f"python -m scripts.drills.{script} " + " ".join(argv or sys.argv[1:])
         write_result(result, out)
         return result
     finally:

@@ -19,7 +19,7 @@ together; ``--latency`` seconds per scripted call. Checked:
 * the overlap's propositions are identical in A's and B's outputs, and each output is
   byte-identical to a solo run of the same corpus (always, in this script).
 
-    python scripts/drills/concurrent_writers.py --passages 64 --overlap 32 --out reports/drills/concurrent_writers.json
+    python -m scripts.drills.concurrent_writers --passages 64 --overlap 32 --out reports/drills/concurrent_writers.json
 """
 
 from __future__ import annotations
@@ -32,11 +32,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from scripts.drills import common as c  # noqa: E402
-from scripts.drills.responder import ident_of  # noqa: E402
+from scripts.drills import common as c
+from scripts.drills.responder import ident_of
 
 DATASET = "demo"
 

@@ -11,7 +11,7 @@ re-run killed again), then a last run completes. Checked:
 * its ``propositions.parquet`` and ``extraction_status.parquet`` are byte-identical to an
   uninterrupted run's (same params, fresh cache).
 
-    python scripts/drills/crash_resume.py --passages 120 --kills 3 --out reports/drills/crash_resume.json
+    python -m scripts.drills.crash_resume --passages 120 --kills 3 --out reports/drills/crash_resume.json
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from scripts.drills import common as c  # noqa: E402
+from scripts.drills import common as c
 
 DATASET = "demo"
 OUTPUTS = ("propositions.parquet", "extraction_status.parquet")

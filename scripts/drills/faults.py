@@ -14,7 +14,7 @@ the calls of the clean re-run per item (from the drill responder's call log). Th
 of extraction and reading must call the model for exactly the failed items; retrieval may also
 re-call the reformulation of a question whose selection failed (its evidence changes).
 
-    python scripts/drills/faults.py --questions 12 --passages 45 --rate 0.3 --out reports/drills/faults.json
+    python -m scripts.drills.faults --questions 12 --passages 45 --rate 0.3 --out reports/drills/faults.json
 """
 
 from __future__ import annotations
@@ -28,11 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from scripts.drills import common as c  # noqa: E402
-from scripts.drills.responder import ident_of  # noqa: E402
+from scripts.drills import common as c
+from scripts.drills.responder import ident_of
 
 DATASET = "demo"
 

@@ -16,7 +16,6 @@ Bump ``version`` whenever a text or schema changes: it is part of the LLM cache 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from typing import Any
 
