@@ -2,10 +2,12 @@
 
 1. Read and validate the JSONL files (:mod:`evichain.data.user`) and write the two tables
    under ``<out>/artifacts/<name>/`` (the layout of every benchmark dataset).
-2. Build the index tables the method reads (:meth:`evichain.methods.base.Method.tables`) with
-   the same flows the index stages run (checkpoints, retries, progress): proposition
-   extraction + entity canonicalisation, HippoRAG's OpenIE, or CEE's facets.
-3. Build the method from the registry and retrieve every question as a Prefect task.
+2. Build the tables the method reads (:meth:`evichain.methods.base.Method.tables`) with the
+   same flows the index stages run (checkpoints, retries, progress): proposition extraction +
+   entity canonicalisation, HippoRAG's OpenIE, CEE's facets, or the dense run a reranker
+   cuts its pools from.
+3. Run the method through the one retrieval flow of ``dvc repro`` (:mod:`flows.method`):
+   built from the registry, every question a Prefect task.
 4. Write ``<out>/<label>.parquet`` (run rows in the user's passage ids), ``<label>.trec`` (TREC
    run format), ``<label>-trace.parquet`` and, with gold passages, ``<label>-per_question.parquet``
    and ``<label>-metrics.json`` (the evaluate stage's metrics, ``evaluate.ks``).
@@ -18,17 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from prefect import flow
-
-from evichain.config import OrchestrationParams, Params
+from evichain.config import Params
 from evichain.data.user import UserDataset
 from evichain.io import read_parquet, write_json, write_parquet, write_text
-from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, Method, QuestionResult,
-                                   Retriever, run_frame)
+from evichain.methods.base import PROPOSITION_TABLES, Method
 from evichain.metrics.retrieval import aggregate, per_question_metrics
 from evichain.paths import DatasetPaths
-from flows.common import with_runner
-from flows.questions import retrieve_questions
+from flows.method import run_method
 
 
 @dataclass
@@ -84,9 +82,17 @@ def facets_table(paths: DatasetPaths, params: Params, variant: str) -> pd.DataFr
     return out.facets
 
 
+def first_stage_run(paths: DatasetPaths, params: Params, method: str) -> pd.DataFrame:
+    """A first-stage run (``runs/<method>``) through the same flow, where a reranker reads it."""
+    out = run_method(paths, method, None, params, stage=f"retrieve-{method}")
+    write_parquet(out.run, paths.run(method))
+    return out.run
+
+
 def index_tables(method: Method, variant: str, params: Params, paths: DatasetPaths
                  ) -> dict[str, pd.DataFrame]:
-    """Every table ``method`` (``variant``) reads, built by its index flow."""
+    """Every table ``method`` (``variant``) reads, built by its index flow and written where the
+    retrieval flow reads it."""
     needed = set(method.tables(params, variant))
     tables: dict[str, pd.DataFrame] = {}
     if needed & set(PROPOSITION_TABLES):
@@ -95,14 +101,9 @@ def index_tables(method: Method, variant: str, params: Params, paths: DatasetPat
         tables["triples"] = triples_table(paths, params, paths.dataset)
     if "facets" in needed:
         tables["facets"] = facets_table(paths, params, variant)
+    for name in sorted(n for n in needed if n.startswith("runs/")):
+        tables[name] = first_stage_run(paths, params, name.removeprefix("runs/"))
     return tables
-
-
-@flow(name="user-retrieve", log_prints=True)
-def retrieval_flow(retriever: Retriever, questions: pd.DataFrame, label: str,
-                   orch: OrchestrationParams) -> list[QuestionResult]:
-    """Every question as a task, results in question order."""
-    return retrieve_questions(retriever, questions["question_id"], questions["question"], orch, label)
 
 
 def trec_lines(run: pd.DataFrame, tag: str) -> str:
@@ -116,23 +117,17 @@ def run_user(data: UserDataset, method: Method, variant: str, params: Params, ou
     """Steps 1-4 of the module docstring; returns the written files and the metric means."""
     paths = DatasetPaths(name, root=Path(out_dir) / "artifacts")
     write_dataset(data, paths)
-    corpus = data.corpus
-    tables = index_tables(method, variant, params, paths)
-    gold = {q: list(g) for q, g in zip(data.questions["question_id"],
-                                       data.questions["gold_passage_ids"])}
-    ctx = BuildContext(corpus=corpus, params=params, tables=tables, gold=gold)
-    retriever = method.build(ctx, variant)
-    label = method.name if variant in (None, "default") else f"{method.name}-{variant}"
-    results = with_runner(retrieval_flow, params.orchestration)(retriever, data.questions, label,
-                                                                 params.orchestration)
-    run = run_frame(results)
+    index_tables(method, variant, params, paths)
+    label = method.label(variant)
+    result = run_method(paths, method.name, variant, params, stage=f"run-{label}")
+    run = result.run
     user_run = data.to_user_ids(run)
     out = Path(out_dir)
     files = {"run": out / f"{label}.parquet", "trec": out / f"{label}.trec",
              "trace": out / f"{label}-trace.parquet"}
     write_parquet(user_run, files["run"])
     write_text(trec_lines(user_run, label), files["trec"])
-    write_parquet(pd.DataFrame([r.trace for r in results]), files["trace"])
+    write_parquet(result.trace, files["trace"])
     metrics: dict[str, Any] = {}
     if data.has_gold:
         per_q = per_question_metrics(run, data.questions, params.evaluate.ks)
@@ -141,5 +136,4 @@ def run_user(data: UserDataset, method: Method, variant: str, params: Params, ou
         files["metrics"] = out / f"{label}-metrics.json"
         write_parquet(per_q, files["per_question"])
         write_json({"method": label, **metrics}, files["metrics"])
-    tokens = {k: sum(r.usage[k] for r in results) for k in ("prompt_tokens", "completion_tokens")}
-    return UserRunOutput(files, metrics, tokens)
+    return UserRunOutput(files, metrics, result.tokens)

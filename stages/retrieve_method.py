@@ -21,23 +21,18 @@ rerank         ``listwise``, ``cross_encoder``          ``retrieve_rerank@D-M``:
                                                         ``usage/retrieve-rerank-M.json``
 =============  ======================================  ==========================================
 
-Each family's flow module (:data:`FLOWS`) has ``run_method(paths, method, variant, params,
-stage)``: its retrieval flow (one task per question, :mod:`flows.questions`) on the task
-runner of ``orchestration``. This module writes what it returns: the run (question_id, rank,
-passage_id, score), the trace (one row per question; see the family's retriever), the
-iterative methods' evidence (question_id, position, passage_id, title, text: their own context
-for ``stages.read --evidence``) and the usage summary (counts, latency excluding LLM calls, LLM
-calls / cache hits), then fails above ``llm.max_failure_rate``
-(:func:`stages._common.write_method_outputs`).
-
-The flow module is imported by name, so a family's stage imports only its own flow:
-``tests/test_dvc_deps.py`` resolves :data:`METHODS` and :data:`FLOWS` (literals, read without
-importing this module) to check each stage's deps.
+Every method is built from the registry (:meth:`evichain.methods.base.Method.build`) and run
+by the one per-question flow, :func:`flows.method.run_method`; the method's ``family`` picks the
+names its outputs had under the per-family stages (:func:`stage_names`). This module writes what
+the flow returns: the run (question_id, rank, passage_id, score), the trace (one row per
+question), the iterative methods' evidence (question_id, position, passage_id, title, text:
+their own context for ``stages.read --evidence``) and the usage summary (the method's counts,
+latency excluding LLM calls, LLM calls / cache hits), then fails above
+``llm.max_failure_rate`` (:func:`stages._common.write_method_outputs`).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,22 +42,6 @@ import typer
 from stages._common import run_stage, write_method_outputs
 
 app = typer.Typer(add_completion=False)
-
-METHODS: dict[str, str] = {
-    "evireform": "evireform", "cee": "cee",
-    "hipporag2": "graph", "catrag": "graph", "proprag": "graph",
-    "hyde": "expansion", "query2doc": "expansion", "lamer": "expansion",
-    "ircot": "iterative", "self_ask": "iterative", "s2g_rag": "iterative", "gear": "iterative",
-    "listwise": "rerank", "cross_encoder": "rerank",
-}
-"""``--method`` → its family."""
-
-FLOWS: dict[str, str] = {
-    "evireform": "flows.evireform", "cee": "flows.cee", "graph": "flows.graph",
-    "expansion": "flows.expansion", "iterative": "flows.iterative", "rerank": "flows.rerank",
-    "registered": "flows.registered",
-}
-"""Family → the flow module whose ``run_method`` the stage calls."""
 
 VARIANT_FAMILIES: frozenset[str] = frozenset({"evireform", "cee"})
 """Families whose one method has named variants (``--variant``, default ``full``)."""
@@ -103,8 +82,13 @@ def stage_names(dataset: str, method: str, variant: str | None = None) -> StageN
     from evichain.methods.iterative.params import retrieve_stage_name
     from evichain.methods.rerank.params import run_name
 
-    family = METHODS.get(method)
-    if family is None:
+    from evichain.methods.base import UnknownMethodError, get_method
+
+    try:
+        family = get_method(method).family
+    except UnknownMethodError as exc:
+        raise ValueError(f"unknown --method {method!r}: {exc}") from None
+    if family == "registered":
         return registered_names(dataset, method, variant)
     if family in VARIANT_FAMILIES:
         v = variant or "full"
@@ -162,12 +146,12 @@ def retrieve(dataset: str, method: str, variant: str | None, params_file: Path) 
         from evichain.config import load_params
         from evichain.io import write_parquet
         from evichain.paths import DatasetPaths
+        from flows.method import run_method
 
         params = load_params(params_file)
         paths = DatasetPaths(dataset)
-        flow = importlib.import_module(FLOWS[names.family])
-        out = flow.run_method(paths, method, names.variant, params, stage=names.flow_stage)
-        if getattr(out, "evidence", None) is not None:
+        out = run_method(paths, method, names.variant, params, stage=names.flow_stage)
+        if out.evidence is not None:
             evidence = out.evidence.sort_values(["question_id", "position"], kind="stable")
             write_parquet(evidence.reset_index(drop=True), paths.evidence(names.run))
         # Written first: write_method_outputs fails the stage above llm.max_failure_rate.
@@ -201,8 +185,10 @@ def family_stage(family: str, default_method: str | None = None) -> tuple[typer.
     def by_method(dataset: str = typer.Option(...),
                   method: str = typer.Option(... if default_method is None else default_method),
                   params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
-        if METHODS.get(method) != family:
-            known = [m for m, f in METHODS.items() if f == family]
+        from evichain.methods.base import methods
+
+        known = [m.name for m in methods().values() if m.family == family]
+        if method not in known:
             run_stage(f"retrieve_{family}@{dataset}-{method}", lambda: _raise(ValueError(
                 f"unknown {family} method {method!r}; known: {known}")))
         retrieve(dataset, method, None, params_file)

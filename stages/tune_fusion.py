@@ -32,7 +32,7 @@ def main(dataset: str = typer.Option(...),
         from evichain.io import read_parquet, write_json, write_text
         from evichain.paths import DatasetPaths
         from evichain.retrieval import fusion_tuning as ft
-        from flows.graph import run_method
+        from flows.method import run_method
 
         params = load_params(params_file)
         require_tuning_dataset(params, dataset)
@@ -40,7 +40,7 @@ def main(dataset: str = typer.Option(...),
         robust = read_parquet(paths.run("evireform-robust"))
         questions = read_parquet(paths.questions)
         start = time.perf_counter()
-        proprag = run_method(paths, "proprag", "", params, stage="tune_fusion").run
+        proprag = run_method(paths, "proprag", None, params, stage="tune_fusion").run
         seconds = time.perf_counter() - start
         depth, weights = params.fusion.depth, list(params.fusion.weights)
         table = ft.grid(robust, proprag, questions, depth)

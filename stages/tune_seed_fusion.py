@@ -49,16 +49,14 @@ def load_run(params: Params, paths: DatasetPaths, name: str,
 
     if paths.run(name).exists():
         return read_parquet(paths.run(name))
-    if name == "cee-robust":
-        from flows.cee import run_method as cee_run
+    from flows.method import run_method
 
-        out = cee_run(paths, "cee", "robust", params, stage="tune_seed_fusion")
+    if name == "cee-robust":
+        out = run_method(paths, "cee", "robust", params, stage="tune_seed_fusion")
         usage[name] = dict(out.summary.get("llm_usage", {}))
         return out.run
     if name == "proprag":
-        from flows.graph import run_method as graph_run
-
-        return graph_run(paths, "proprag", "", params, stage="tune_seed_fusion").run
+        return run_method(paths, "proprag", None, params, stage="tune_seed_fusion").run
     raise FileNotFoundError(f"{paths.run(name)} missing and {name!r} is not computed here")
 
 

@@ -97,7 +97,7 @@ def test_seed_stage_explores_stored_extra_runs_and_refuses_reported_samples(
 
 def test_fusion_stage_runs_proprag_and_records_the_params_weights(
         work: DatasetPaths, monkeypatch: pytest.MonkeyPatch) -> None:
-    import flows.graph
+    import flows.method
     from stages.tune_fusion import app
 
     calls = []
@@ -106,7 +106,7 @@ def test_fusion_stage_runs_proprag_and_records_the_params_weights(
         calls.append((paths.dataset, method, stage))
         return types.SimpleNamespace(run=_run(2), summary={})
 
-    monkeypatch.setattr(flows.graph, "run_method", fake_run_method)
+    monkeypatch.setattr(flows.method, "run_method", fake_run_method)
     result = CliRunner().invoke(app, ["--dataset", DATASET])
     assert result.exit_code == 0, result.output
     assert calls == [(DATASET, "proprag", "tune_fusion")]

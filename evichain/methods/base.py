@@ -29,12 +29,14 @@ other's), :func:`methods` imports them all.
 Per question a method returns a :class:`QuestionResult`: run rows ``(question_id, rank,
 passage_id, score)``, one trace row (LLM usage: ``prompt_tokens``/``completion_tokens`` and
 the method's status fields), the timings in seconds where the method measures them, and the
-evidence rows of the iterative methods. Flows still call each family's own retriever classes;
-``build`` adapts them to the one :meth:`Retriever.retrieve` signature.
+evidence rows of the iterative methods. ``build`` adapts each family's retriever classes to the
+one :meth:`Retriever.retrieve` signature; :mod:`flows.method` runs every method this way, for
+``dvc repro`` and ``evichain run`` alike.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import threading
@@ -143,7 +145,9 @@ class BuildContext:
     ``make_client``: LLM client factory (default :class:`evichain.llm.LLMClient`); ``tables``:
     the dataset's shared index tables by name (``propositions``, ``entities``, ``incidence``,
     ``triples``, ``facets``), as the index stages write them; ``gold``: question id → gold
-    passage ids, for trace diagnostics only (never used to rank).
+    passage ids, for trace diagnostics only (never used to rank); ``questions``: the questions
+    the run will retrieve (``question_id, question``), for methods whose offline step prepares
+    something per question in bulk (the rerankers' first-stage pools), else None.
     """
 
     corpus: pd.DataFrame
@@ -152,6 +156,7 @@ class BuildContext:
     make_client: Callable[[LLMParams], LLMClient] | None = None
     tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
     gold: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    questions: pd.DataFrame | None = None
 
     def client(self, llm: LLMParams | None = None) -> LLMClient:
         """An LLM client for ``llm`` (default: ``params.llm``)."""
@@ -194,6 +199,9 @@ class Method(ABC):
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     params_key: ClassVar[str]
+    family: ClassVar[str] = "registered"
+    """The family whose conventions name the method's stage outputs (``evireform``, ``cee``,
+    ``graph``, ``expansion``, ``iterative``, ``rerank``; ``registered`` for a plug-in)."""
     variants: ClassVar[tuple[str, ...]] = ("default",)
     default_variant: ClassVar[str | None] = None
     uses_llm: ClassVar[bool] = False
@@ -226,6 +234,28 @@ class Method(ABC):
     def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> Retriever:
         """A :class:`Retriever` for ``variant`` over ``ctx`` (``index``: a result of
         :meth:`index` to reuse; built here when None)."""
+
+    def compute_limits(self) -> contextlib.AbstractContextManager[Any]:
+        """A context the per-question work runs in (default: none). EviReform limits BLAS to
+        one thread per question task, since the tasks already run in parallel."""
+        return contextlib.nullcontext()
+
+    def label(self, variant: str | None = None) -> str:
+        """The run's name in progress lines and task names: ``name`` or ``name-variant``."""
+        chosen = self.check_variant(variant)
+        return self.name if chosen == "default" else f"{self.name}-{chosen}"
+
+    def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,
+                results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:
+        """The method's own counts for the stage summary (statuses, fallbacks, repairs, index
+        statistics), from the trace table (one row per question), the results and the index
+        :meth:`build` used. None by default; the flow adds LLM usage and latency."""
+        return {}
+
+    def evidence_table(self, results: Sequence[QuestionResult]) -> pd.DataFrame | None:
+        """The evidence rows of every question (methods that keep their own reading context),
+        else None."""
+        return None
 
     def __repr__(self) -> str:
         return f"<Method {self.name} params={self.params_key} variants={list(self.variants)}>"
@@ -344,13 +374,21 @@ def methods() -> dict[str, Method]:
 
 
 # --------------------------------------------------------------------------- helpers
+def latency_ms(results: Sequence[QuestionResult], key: str) -> dict[str, float]:
+    """p50 / p95 / mean milliseconds of timing ``key`` (seconds in each result's ``seconds``;
+    0 where a result lacks it; all 0 for no results)."""
+    import numpy as np
+
+    ms = np.array([r.seconds.get(key, 0.0) * 1000.0 for r in results]) if results else np.zeros(1)
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 3),
+            "p95_ms": round(float(np.percentile(ms, 95)), 3), "mean_ms": round(float(ms.mean()), 3)}
+
+
 def run_frame(results: Sequence[QuestionResult]) -> pd.DataFrame:
     """The run table (``question_id, rank, passage_id, score``) of every question's rows."""
-    import pandas as pd
+    from evichain.retrieval.run import run_table
 
-    from evichain.retrieval.run import RUN_COLUMNS
-
-    return pd.DataFrame([row for r in results for row in r.rows], columns=list(RUN_COLUMNS))
+    return run_table([row for r in results for row in r.rows])
 
 
 def rows_of(run: pd.DataFrame) -> list[Row]:

@@ -5,12 +5,15 @@ variant (Table 2), as the CEE retrieval flow does."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
-from evichain.methods.base import BuildContext, FunctionRetriever, Method, QuestionResult, register
+from evichain.methods.base import (BuildContext, FunctionRetriever, Method, QuestionResult,
+                                   latency_ms, register)
 from evichain.methods.cee.explore import ExploreLLM
 from evichain.methods.cee.facets import Passage, load_passages, sentence_facets
 from evichain.methods.cee.params import VARIANTS, CEEParams, variant_params
@@ -18,14 +21,33 @@ from evichain.methods.cee.retrieve import CEERetriever
 from evichain.methods.cee.scoring import FacetBank
 from evichain.retrieval.run import format_passages
 
+if TYPE_CHECKING:
+    from evichain.config import Params
+
 
 @dataclass
 class CEEIndex:
-    """Passages in stored order, their embeddings E and the facet bank."""
+    """Passages in stored order, their embeddings E, the facet bank and, for LLM-free
+    sentence facets, their counts (``source``, ``passages_with_facets``, ...)."""
 
     passages: list[Passage]
     E: np.ndarray
     bank: FacetBank
+    facet_info: dict[str, Any] | None = None
+
+
+def retrieval_summary(trace: pd.DataFrame, results: Sequence[QuestionResult]) -> dict[str, Any]:
+    """Exploration counts and latency (compute = Eq. 2–8, excluding LLM calls and encoding)."""
+    n = len(trace)
+    return {"questions": n,
+            "stop_reasons": {str(k): int(v) for k, v in trace["stop_reason"].value_counts().items()},
+            "mean_rounds": round(float(trace["rounds_run"].mean()), 3) if n else 0.0,
+            "mean_probes": round(float(trace["probes"].map(len).mean()), 3) if n else 0.0,
+            "mean_pool_size": round(float(trace["pool_size"].mean()), 3) if n else 0.0,
+            "gold_in_pool": int(trace["gold_in_pool"].sum()), "gold": int(trace["n_gold"].sum()),
+            "llm_failures": int(trace["llm_failures"].map(len).sum()),
+            "latency_compute": latency_ms(results, "compute"),
+            "latency_encode": latency_ms(results, "encode"), "latency_llm": latency_ms(results, "llm")}
 
 
 @register
@@ -38,6 +60,7 @@ class CEE(Method):
     variants = tuple(sorted(VARIANTS))
     default_variant = "full"
     uses_llm = True
+    family = "cee"
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         """The LLM facet table, unless the variant uses the LLM-free sentence facets."""
@@ -53,7 +76,8 @@ class CEE(Method):
             built = sentence_facets(passages, E, params.facets.n_neighbours,
                                     params.facets.sentence_facets, encode)
             vectors = built.vectors if built.texts else np.zeros((0, E.shape[1]))
-            return CEEIndex(passages, E, FacetBank.build(built.owner.tolist(), vectors, len(passages)))
+            return CEEIndex(passages, E, FacetBank.build(built.owner.tolist(), vectors, len(passages)),
+                            built.info)
         facets = ctx.table("facets")
         row = {p.passage_id: i for i, p in enumerate(passages)}
         unknown = sorted(set(facets["passage_id"]) - set(row))
@@ -74,3 +98,17 @@ class CEE(Method):
             return inner.retrieve(question_id, question, ctx.gold_of(question_id))
 
         return FunctionRetriever(retrieve, inner)
+
+    def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,
+                results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:
+        """Exploration counts; the sentence facets' counts (``facets``) where the index built
+        them; bridge-expansion counts where it is on."""
+        chosen = variant_params(self.params_of(params), self.check_variant(variant))
+        out = retrieval_summary(trace, results)
+        if index.facet_info is not None:
+            out["facets"] = index.facet_info
+        if chosen.bridge_expansion:
+            n = len(trace)
+            out["bridge_added"] = int(trace["bridge_added"].sum()) if n else 0
+            out["mean_bridge_added"] = round(float(trace["bridge_added"].mean()), 3) if n else 0.0
+        return out

@@ -1,19 +1,28 @@
 """EviReform as a method (``evireform``; params block ``evireform``): the proposition–entity
 index from the proposition tables (propositions encoded with the embedding service), then
 Steps 1–7 per question for a variant (:mod:`.variants`; ``full`` is the block as written).
-The variant ``hybrid`` is the method ``hybrid`` (:mod:`evichain.methods.hybrid.method`)."""
+The variant ``hybrid`` (``final: coverage``) is also the method ``hybrid``
+(:mod:`evichain.methods.hybrid.method`)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pandas as pd
 
 from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
-                                   QuestionResult, register)
+                                   QuestionResult, latency_ms, register)
 from evichain.methods.evireform.index import EviReformIndex, build_index, order_propositions
 from evichain.methods.evireform.llm_steps import EviReformLLM
 from evichain.methods.evireform.params import EviReformParams
 from evichain.methods.evireform.retrieve import EviReformRetriever
 from evichain.methods.evireform.variants import OURS, VARIANTS, uses_llm, variant_params
+from evichain.methods.hybrid.retrieve import HybridRetriever
+
+if TYPE_CHECKING:
+    from evichain.config import Params
 
 
 def build_evireform_index(ctx: BuildContext, params: EviReformParams) -> EviReformIndex:
@@ -27,15 +36,40 @@ def build_evireform_index(ctx: BuildContext, params: EviReformParams) -> EviRefo
 def evireform_retriever(ctx: BuildContext, index: EviReformIndex, params: EviReformParams,
                         cls: type[EviReformRetriever]) -> FunctionRetriever:
     """``cls`` over ``index`` adapted to the one signature (question encoded per call, gold
-    from ``ctx.gold`` for the trace's pool-coverage fields)."""
+    from ``ctx.gold`` for the trace's pool-coverage fields); ``final: coverage`` (the
+    ``hybrid`` variant) takes the hybrid's coverage-ordered readout."""
     steps = EviReformLLM(ctx.client(), params) if uses_llm(params) else None
     encode = ctx.encoder()
-    inner = cls(index, params, steps, encode)
+    chosen = HybridRetriever if params.final == "coverage" else cls
+    inner = chosen(index, params, steps, encode)
 
     def retrieve(question_id: str, question: str) -> QuestionResult:
         return inner.retrieve(question_id, question, encode([question])[0], ctx.gold_of(question_id))
 
     return FunctionRetriever(retrieve, inner)
+
+
+def retrieval_summary(trace: pd.DataFrame, results: Sequence[QuestionResult]) -> dict[str, Any]:
+    """Fallback counts and latency excluding LLM steps (wall and thread CPU time; the
+    residual-query encoding separately), under ``max_workers`` concurrent question tasks."""
+    return {"questions": len(trace),
+            "selection_fallbacks": int(trace["selection_fallback"].sum()),
+            "residual_fallbacks": int(trace["residual_fallback"].sum()),
+            "judge_fallbacks": int(trace["judge_fallback"].sum()),
+            "invalid_selected_ids": int(trace["n_invalid_ids"].sum()),
+            "selection_status": {str(k): int(v) for k, v in trace["selection_status"].value_counts().items()},
+            "latency_compute": latency_ms(results, "compute"),
+            "latency_compute_cpu": latency_ms(results, "compute_cpu"),
+            "latency_encode": latency_ms(results, "encode")}
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    """One BLAS thread per question task (tasks already run in parallel threads)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional: only a speed setting
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 @register
@@ -45,9 +79,10 @@ class EviReform(Method):
     name = "evireform"
     Params = EviReformParams
     params_key = "evireform"
-    variants = tuple(sorted([*VARIANTS, *(OURS - {"hybrid"})]))
+    variants = tuple(sorted([*VARIANTS, *OURS]))
     default_variant = "full"
     uses_llm = True
+    family = "evireform"
     retriever_cls: ClassVar[type[EviReformRetriever]] = EviReformRetriever
     """The retriever :meth:`build` makes (the hybrid subclass swaps in its own)."""
 
@@ -62,3 +97,10 @@ class EviReform(Method):
         params = variant_params(self.params_of(ctx.params), chosen)
         built = index if index is not None else self.index(ctx)
         return evireform_retriever(ctx, built, params, self.retriever_cls)
+
+    def compute_limits(self) -> contextlib.AbstractContextManager[Any]:
+        return one_blas_thread()
+
+    def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,
+                results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:
+        return retrieval_summary(trace, results)

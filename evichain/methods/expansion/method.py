@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from evichain.methods.base import BuildContext, FunctionRetriever, Method, register
+import pandas as pd
+
+from evichain.methods.base import BuildContext, FunctionRetriever, Method, QuestionResult, register
 from evichain.methods.expansion.generate import sample_params
 from evichain.methods.expansion.hyde import HyDE
 from evichain.methods.expansion.lamer import LameR
@@ -16,11 +19,33 @@ from evichain.methods.expansion.search import CorpusSearch
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.run import format_passages
 
+if TYPE_CHECKING:
+    from evichain.config import Params
+
+
+def expansion_summary(trace: pd.DataFrame, method: str, temperature: float,
+                      seeds: list[int | None]) -> dict[str, Any]:
+    """Counts for the stage summary: statuses, fallbacks, failed generations, tokens."""
+    failed = [k for kinds in trace["error_kinds"] for k in kinds]
+    return {"method": method, "questions": len(trace),
+            "status": {str(k): int(v) for k, v in trace["status"].value_counts().items()},
+            "fallbacks": int(trace["fallback"].sum()),
+            "no_rows": int(((trace["status"] == "failed") & ~trace["fallback"]).sum()),
+            "generations_requested": int(trace["n_requested"].sum()),
+            "generations_ok": int(trace["n_generated"].sum()),
+            "generations_failed": int(trace["n_failed"].sum()),
+            "failure_kinds": {k: failed.count(k) for k in sorted(set(failed))},
+            "prompt_tokens": int(trace["prompt_tokens"].sum()),
+            "completion_tokens": int(trace["completion_tokens"].sum()),
+            "sampling": {"temperature": temperature, "seeds": seeds,
+                         "cache_keys": "one per sample: seed = (llm.seed or 0) + sample index"}}
+
 
 class _Expansion(Method):
     Params = ExpansionParams
     params_key = "expansion"
     uses_llm = True
+    family = "expansion"
 
     def index(self, ctx: BuildContext, variant: str | None = None) -> CorpusSearch:
         """BM25 and/or dense passage vectors, whichever the method queries."""
@@ -45,6 +70,12 @@ class _Expansion(Method):
         else:
             expander = LameR(clients, search, params, ctx.corpus.set_index("passage_id"))
         return FunctionRetriever(expander.retrieve, expander)
+
+    def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,
+                results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:
+        temperature, n = sampling_of(self.name, self.params_of(params))
+        seeds = [p.seed for p in sample_params(params.llm, temperature, n)]
+        return expansion_summary(trace, self.name, temperature, seeds)
 
 
 @register

@@ -5,12 +5,13 @@ as the graph flow builds them; the question is encoded with the embedding servic
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
-                                   QuestionResult, register)
+                                   QuestionResult, latency_ms, register)
 from evichain.methods.graph.catrag import CatRAGRetriever
 from evichain.methods.graph.hipporag2 import HippoRAG2Retriever, build_hippo_index
 from evichain.methods.graph.llm import GraphLLM
@@ -18,6 +19,9 @@ from evichain.methods.graph.llm import uses_llm as query_time_llm
 from evichain.methods.graph.openie import TRIPLE_COLUMNS, proposition_triples
 from evichain.methods.graph.params import GraphParams
 from evichain.methods.graph.proprag import PropRAGRetriever, build_prop_index
+
+if TYPE_CHECKING:
+    from evichain.config import Params
 
 
 def _labelled(ctx: BuildContext) -> Any:
@@ -34,9 +38,39 @@ def triples_table(ctx: BuildContext) -> pd.DataFrame:
     return pd.DataFrame([t for o in outcomes for t in o.triples], columns=TRIPLE_COLUMNS)
 
 
+_REPAIRS = ("n_unknown_fact_ids", "n_duplicate_fact_ids", "n_missing_scores", "n_unknown_score_ids",
+            "n_duplicate_score_ids", "n_out_of_range_scores")
+
+
+def retrieval_summary(trace: pd.DataFrame, results: Sequence[QuestionResult]) -> dict[str, Any]:
+    """Status / fallback / repair counts, LLM calls per question and latency of a graph run
+    (``compute`` excludes LLM calls and online encoding)."""
+    fallbacks = trace["fallback"][trace["fallback"] != ""].value_counts()
+    return {"questions": len(trace),
+            "status": {str(k): int(v) for k, v in trace["status"].value_counts().items()},
+            "failed_calls": int(trace["n_failed_calls"].sum()),
+            "failure_kinds": {str(k): int(v) for k, v in
+                              trace.loc[trace["status"] != "ok", "error_kind"].value_counts().items()},
+            "fallbacks": {str(k): int(v) for k, v in fallbacks.items()},
+            "repaired": {k: int(trace[k].sum()) for k in _REPAIRS if k in trace},
+            **({"split_batches": int(trace["n_split_batches"].sum())}
+               if "n_split_batches" in trace else {}),
+            "llm_calls_per_question": round(float(trace["llm_calls"].mean()) if len(trace) else 0.0, 3),
+            "latency_compute": latency_ms(results, "compute"),
+            "latency_encode": latency_ms(results, "encode")}
+
+
+def index_statistics(name: str, index: Any) -> dict[str, Any]:
+    """Graph statistics of the built index, with the proposition (PropRAG) or fact count."""
+    if name == "proprag":
+        return {**index.graph.statistics(), "propositions": len(index.texts)}
+    return {**index.graph.statistics(), "facts": len(index.facts.facts)}
+
+
 class _Graph(Method):
     Params = GraphParams
     params_key = "graph"
+    family = "graph"
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         """PropRAG: the proposition tables; HippoRAG 2 / CatRAG: the LLM OpenIE triples when
@@ -70,6 +104,10 @@ class _Graph(Method):
             return result
 
         return FunctionRetriever(retrieve, inner)
+
+    def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,
+                results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:
+        return {**retrieval_summary(trace, results), "index": index_statistics(self.name, index)}
 
 
 @register

@@ -6,18 +6,25 @@ iterative flow does. Results carry the evidence rows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
 
 from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
                                    QuestionResult, register)
 from evichain.methods.expansion.generate import question_sequence
-from evichain.methods.iterative.common import BM25Searcher, DenseSearcher, Passages, Searcher
+from evichain.methods.iterative.common import (EVIDENCE_COLUMNS, BM25Searcher, DenseSearcher,
+                                               Passages, Searcher, summarize)
 from evichain.methods.iterative.gear_graph import EntityGraph
 from evichain.methods.iterative.params import GRAPH_METHODS, IterativeParams
 from evichain.methods.iterative.registry import build_method
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.run import format_passages
+
+if TYPE_CHECKING:
+    from evichain.config import Params
 
 
 @dataclass
@@ -32,6 +39,7 @@ class _Iterative(Method):
     Params = IterativeParams
     params_key = "iterative"
     uses_llm = True
+    family = "iterative"
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         """GeAR reads the proposition tables (its entity graph); the others none."""
@@ -64,6 +72,15 @@ class _Iterative(Method):
                 return runner.run(client, question_id, question)
 
         return FunctionRetriever(retrieve, runner)
+
+    def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,
+                results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:
+        return summarize(self.name, trace)
+
+    def evidence_table(self, results: Sequence[QuestionResult]) -> pd.DataFrame:
+        """The passages each episode gives the reader, in reading order."""
+        rows = [r for result in results for r in result.evidence]
+        return pd.DataFrame(rows, columns=EVIDENCE_COLUMNS).astype({"position": "int32"})
 
 
 @register

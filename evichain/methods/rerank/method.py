@@ -1,30 +1,46 @@
-"""The rerankers as methods (``listwise``, ``cross_encoder``; params block ``rerank``): the
-question's dense pool (the first ``rerank.pool_size`` passages of the dense ranking, the
-``retrieval.dense`` passage format), reranked, then the dense top-k below the pool, as the
-``retrieve_rerank`` flow does (:func:`~evichain.methods.rerank.apply.rerank_pool`)."""
+"""The rerankers as methods (``listwise``, ``cross_encoder``; params block ``rerank``): each
+question's pool is the first ``rerank.pool_size`` passages of the dense run (``runs/dense``,
+recomputed to that depth with the ``retrieval.dense`` passage format when the run is shallower,
+:func:`~evichain.methods.rerank.pool.first_stage_pools`), reranked, then the dense run below the
+pool (:func:`~evichain.methods.rerank.apply.rerank_pool`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+import pandas as pd
 
 from evichain.methods.base import BuildContext, FunctionRetriever, Method, QuestionResult, register
 from evichain.methods.rerank.apply import Reranker, rerank_pool
 from evichain.methods.rerank.cross_encoder import CrossEncoderReranker, load_cross_encoder
 from evichain.methods.rerank.listwise import ListwiseReranker
 from evichain.methods.rerank.params import RerankParams
-from evichain.methods.rerank.pool import pool_of, ranked_ids
-from evichain.retrieval.run import format_passages, run_from_scores
+from evichain.methods.rerank.pool import Pools, first_stage_pools, pool_of, rerank_summary
+
+if TYPE_CHECKING:
+    from evichain.config import Params
+
+FIRST_STAGE = "runs/dense"
+"""The table a reranker reads: the dense stage's run (EviReform Table C.2: dense top 40)."""
 
 
 class _Rerank(Method):
     Params = RerankParams
     params_key = "rerank"
+    family = "rerank"
 
-    def index(self, ctx: BuildContext, variant: str | None = None) -> np.ndarray:
-        """Passage embeddings of the dense pool."""
-        return ctx.encoder()(format_passages(ctx.corpus, ctx.params.retrieval.dense.passage_format))
+    def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
+        return (FIRST_STAGE,)
+
+    def index(self, ctx: BuildContext, variant: str | None = None) -> Pools:
+        """The pool of every question of ``ctx.questions``."""
+        if ctx.questions is None:
+            raise ValueError(f"{self.name}: the pools are cut per question; BuildContext.questions "
+                             "must hold the questions to rerank")
+        return first_stage_pools(ctx.table(FIRST_STAGE), ctx.corpus, ctx.questions,
+                                 self.params_of(ctx.params).pool_size,
+                                 ctx.params.retrieval.dense.passage_format, ctx.encoder())
 
     def reranker(self, ctx: BuildContext, params: RerankParams) -> Reranker:
         raise NotImplementedError
@@ -32,24 +48,21 @@ class _Rerank(Method):
     def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> FunctionRetriever:
         self.check_variant(variant)
         params: RerankParams = self.params_of(ctx.params)
-        vectors = index if index is not None else self.index(ctx)
         reranker = self.reranker(ctx, params)
-        encode = ctx.encoder()
-        ids = ctx.corpus["passage_id"].tolist()
+        pools: Pools = index if index is not None else self.index(ctx)
         corpus = ctx.corpus.set_index("passage_id")
-        depth = max(params.pool_size, ctx.params.retrieval.dense.top_k)
 
         def retrieve(question_id: str, question: str) -> QuestionResult:
-            scores = encode([question]) @ vectors.T
-            ranking = ranked_ids(run_from_scores([question_id], scores, ids, depth)).get(question_id, [])
-            shallow = ranking[:ctx.params.retrieval.dense.top_k]
-            tail = [p for p, _ in shallow[params.pool_size:]]
-            rows, trace = rerank_pool(reranker, question_id, question,
-                                      pool_of(ranking, params.pool_size, corpus), tail,
-                                      ctx.gold_of(question_id))
+            pool = pool_of(pools.ranking.get(question_id, []), params.pool_size, corpus)
+            rows, trace = rerank_pool(reranker, question_id, question, pool,
+                                      pools.tail.get(question_id, []), ctx.gold_of(question_id))
             return QuestionResult(rows, trace)
 
         return FunctionRetriever(retrieve, reranker)
+
+    def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,
+                results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:
+        return rerank_summary(trace, index, self.name)
 
 
 @register

@@ -14,10 +14,13 @@ reranked passage scores above every tail passage; evaluation uses the rank order
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
+
+from evichain.retrieval.run import format_passages, run_from_scores
 
 
 @dataclass(frozen=True)
@@ -71,3 +74,53 @@ def reranked_rows(question_id: str, order: Sequence[str], tail: Sequence[str]
     ids = [p for p in [*order, *tail] if not (p in seen or seen.add(p))]
     n = len(ids)
     return [(question_id, i + 1, pid, float(n - i)) for i, pid in enumerate(ids)]
+
+
+@dataclass
+class Pools:
+    """Per question: the ranking its pool is cut from and the dense run's ids below the pool;
+    where the ranking came from (``dense_run`` or ``recomputed``) and how many recomputed
+    rankings disagree with the dense run's first ranks."""
+
+    ranking: dict[str, list[tuple[str, float]]]
+    tail: dict[str, list[str]]
+    source: str
+    prefix_mismatches: int
+
+
+def first_stage_pools(run: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
+                      pool_size: int, passage_format: str,
+                      encode: Callable[[list[str]], Any]) -> Pools:
+    """The pools of every question (module docstring): the dense run, or, when it is shallower
+    than ``pool_size``, the dense ranking recomputed exactly as the dense stage computes its run
+    (all questions × all passages in one product, same tie rule)."""
+    qids = [str(q) for q in questions["question_id"]]
+    shallow = ranked_ids(run)
+    deep, source, bad = shallow, "dense_run", 0
+    if needs_deeper_pool(run, qids, pool_size, len(corpus)):
+        P = encode(format_passages(corpus, passage_format))
+        Q = encode(questions["question"].tolist())
+        deep = ranked_ids(run_from_scores(qids, Q @ P.T, corpus["passage_id"].tolist(), pool_size))
+        source, bad = "recomputed", prefix_mismatches(deep, shallow)
+    tail = {q: [p for p, _ in shallow.get(q, [])[pool_size:]] for q in qids}
+    return Pools(deep, tail, source, bad)
+
+
+def rerank_summary(trace: pd.DataFrame, pools: Pools, method: str) -> dict[str, Any]:
+    """Counts for the stage summary (statuses, fallbacks, repairs, pool coverage)."""
+    out: dict[str, Any] = {
+        "method": method, "questions": len(trace), "pool_source": pools.source,
+        "pool_prefix_mismatches": pools.prefix_mismatches,
+        "status": {str(k): int(v) for k, v in trace["status"].value_counts().items()},
+        "fallbacks": int(trace["fallback"].sum()),
+        "gold_in_pool": int(trace["gold_in_pool"].sum()), "gold": int(trace["n_gold"].sum()),
+        "prompt_tokens": int(trace["prompt_tokens"].sum()),
+        "completion_tokens": int(trace["completion_tokens"].sum())}
+    for kind in ("coerced", "unknown", "duplicate", "missing"):
+        col = f"n_{kind}_ids"
+        if col in trace:
+            out[f"repaired_{kind}_ids"] = int(trace[col].sum())
+    if "error_kind" in trace:
+        failed = trace[trace["status"] == "failed"]
+        out["failure_kinds"] = {str(k): int(v) for k, v in failed["error_kind"].value_counts().items()}
+    return out

@@ -1,0 +1,172 @@
+"""The one retrieval flow of every registered method, for ``dvc repro`` and ``evichain run``.
+
+1. Read the dataset's corpus and questions and the tables the method reads
+   (:meth:`~evichain.methods.base.Method.tables`, as the index stages wrote them).
+2. Build the method through the registry (:meth:`Method.index`, then :meth:`Method.build`),
+   with the flow's services: bulk encodings fan out over tasks (:func:`flows.retrieve.encode_all`,
+   embedding cache first) and one LLM client per distinct LLM setting, created in the flow's
+   thread (a local model server is tied to this process). The questions are encoded first, in
+   bulk, so a method that encodes its question inside the per-question task reads it from the
+   embedding cache.
+3. Every question is one task (:func:`flows.questions.retrieve_questions`: retries, progress).
+4. One output (:class:`MethodOutput`): the run, one trace row per question, the evidence rows of
+   the methods that keep their own reading context, and the stage summary (the method's own
+   counts from :meth:`Method.summary`, LLM usage summed over its clients, latency).
+
+Family flows (``flows/evireform.py``, ``flows/graph.py``, ``flows/cee.py``) hold only the index
+steps (extraction, OpenIE, facets). Flows take paths and params, never tables: Prefect stores
+flow parameters in its API (at most 512 KB).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from prefect import flow
+from prefect.context import TaskRunContext
+
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params
+from evichain.embed import get_embedder
+from evichain.io import MissingArtifactError, read_parquet
+from evichain.llm import LLMClient, Usage
+from evichain.methods.base import (BuildContext, Method, QuestionResult, get_method, latency_ms,
+                                   run_frame)
+from evichain.paths import DatasetPaths
+from flows.common import with_runner
+from flows.questions import retrieve_questions
+from flows.retrieve import encode_all
+
+
+@dataclass
+class MethodOutput:
+    """A method's stage tables: run, trace (one row per question), evidence (or None), the
+    stage summary, and the LLM tokens of the questions' answers (counted whether an answer came
+    from the model or the cache, :attr:`QuestionResult.usage`)."""
+
+    run: pd.DataFrame
+    trace: pd.DataFrame
+    summary: dict[str, Any] = field(default_factory=dict)
+    evidence: pd.DataFrame | None = None
+    tokens: dict[str, int] = field(default_factory=dict)
+
+
+def table_path(paths: DatasetPaths, name: str) -> Path:
+    """Where table ``name`` lives: ``facets`` beside the corpus, ``runs/<m>`` a first-stage
+    run, every other name under ``index/``."""
+    if name == "facets":
+        return paths.dir / "facets.parquet"
+    if name.startswith("runs/"):
+        return paths.run(name.removeprefix("runs/"))
+    return paths.index_file(f"{name}.parquet")
+
+
+def read_tables(paths: DatasetPaths, names: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """The named tables, or a clear error naming the stage to run first."""
+    out = {}
+    for name in names:
+        path = table_path(paths, name)
+        if not path.exists():
+            raise MissingArtifactError(f"{path}: table {name!r} missing; run the stage that "
+                                       f"writes it first (see dvc.yaml)")
+        out[name] = read_parquet(path)
+    return out
+
+
+class FlowEncoder:
+    """The embedding service as a flow sees it: bulk encodings in the flow's thread fan out
+    over tasks (:func:`encode_all`); inside a task (one question) the embedder is called
+    directly. Both read and fill the same embedding cache."""
+
+    def __init__(self, embed: EmbedParams, orch: OrchestrationParams) -> None:
+        self.embed, self.orch = embed, orch
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if TaskRunContext.get() is None:
+            return encode_all(list(texts), self.embed, self.orch, "texts")
+        return get_embedder(self.embed).encode(list(texts))
+
+
+class StageClients:
+    """One LLM client per distinct LLM setting of a run (the sampling methods ask for one per
+    sample seed); their usage sums to the stage's."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self.clients: dict[str, LLMClient] = {}
+
+    def __call__(self, llm: LLMParams) -> LLMClient:
+        key = llm.model_dump_json()
+        if key not in self.clients:
+            self.clients[key] = LLMClient(llm, stage=self.stage)
+        return self.clients[key]
+
+    def usage(self) -> dict[str, Any]:
+        """Usage summed over the clients (``{"calls": 0}`` when the method made none)."""
+        if not self.clients:
+            return {"calls": 0}
+        total = Usage()
+        for client in self.clients.values():
+            total.add(client.usage)
+        return total.as_dict()
+
+
+def build_context(paths: DatasetPaths, method: Method, variant: str | None, params: Params,
+                  clients: StageClients) -> tuple[BuildContext, pd.DataFrame]:
+    """The method's :class:`BuildContext` over ``paths`` and the questions table."""
+    corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
+    gold = {str(q): [str(g) for g in gs]
+            for q, gs in zip(questions["question_id"], questions["gold_passage_ids"])}
+    ctx = BuildContext(corpus=corpus, params=params, make_client=clients,
+                       encode=FlowEncoder(params.embed, params.orchestration), gold=gold,
+                       tables=read_tables(paths, method.tables(params, variant)),
+                       questions=questions)
+    return ctx, questions
+
+
+def assemble(method: Method, variant: str | None, params: Params, questions: pd.DataFrame,
+             results: Sequence[QuestionResult], index: Any, usage: dict[str, Any],
+             wall_s: float) -> MethodOutput:
+    """The stage tables of one run: the method's summary first, then LLM usage and latency."""
+    trace = pd.DataFrame([{"question_id": str(q), **r.trace}
+                          for q, r in zip(questions["question_id"], results)])
+    evidence = method.evidence_table(results)
+    summary: dict[str, Any] = {"method": method.name, "questions": len(results),
+                               **method.summary(params, variant, trace, results, index)}
+    for key in ("compute", "encode"):
+        if any(key in r.seconds for r in results):
+            summary.setdefault(f"latency_{key}", latency_ms(results, key))
+    summary["llm_usage"] = usage
+    summary["wall_s"] = round(wall_s, 3)
+    tokens = {k: sum(r.usage[k] for r in results) for k in ("prompt_tokens", "completion_tokens")}
+    return MethodOutput(run_frame(results), trace, summary, evidence, tokens)
+
+
+@flow(name="retrieve-method", log_prints=True)
+def retrieval_flow(paths: DatasetPaths, method: str, variant: str | None, params: Params,
+                   stage: str) -> MethodOutput:
+    """Build ``method`` (``variant``) over ``paths`` and retrieve every question (module
+    docstring, steps 1-4)."""
+    chosen = get_method(method)
+    clients = StageClients(stage)  # build() makes them in this thread (a local server's owner)
+    ctx, questions = build_context(paths, chosen, variant, params, clients)
+    ctx.encoder()(questions["question"].astype(str).tolist())
+    index = chosen.index(ctx, variant)
+    retriever = chosen.build(ctx, variant, index)
+    start = time.perf_counter()
+    with chosen.compute_limits():
+        results = retrieve_questions(retriever, questions["question_id"], questions["question"],
+                                     params.orchestration, label=chosen.label(variant))
+    return assemble(chosen, variant, params, questions, results, index, clients.usage(),
+                    time.perf_counter() - start)
+
+
+def run_method(paths: DatasetPaths, method: str, variant: str | None, params: Params,
+               stage: str) -> MethodOutput:
+    """:func:`retrieval_flow` on the task runner selected by ``orchestration``."""
+    return with_runner(retrieval_flow, params.orchestration)(paths, method, variant, params, stage)

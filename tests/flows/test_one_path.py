@@ -1,0 +1,178 @@
+"""One construction path (issue 60): every method's stage run comes from the registry
+(:meth:`Method.build`) through the one per-question flow (:mod:`flows.method`), and gives the
+run the family flows gave.
+
+The demo dataset (converted from the bundled 2Wiki files), a sentence index, a dense run and
+scripted LLM answers (:mod:`tests.fixtures.any_llm`). Each path has its own embedding and LLM
+caches, so neither reads what the other computed. ``RECORDED`` holds the sha256 of each run as
+the family flows wrote it (parquet bytes of the sorted run), recorded before the family retrieval
+flows were deleted; the test checks the registry path against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from evichain.config import Params, load_params
+from evichain.io import write_parquet
+from evichain.llm.scripted import set_responder
+from evichain.paths import DatasetPaths
+from tests.fixtures.any_llm import respond
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED = Path(__file__).with_name("one_path_runs.json")
+
+RUNS: list[tuple[str, str | None]] = [
+    *[("evireform", v) for v in ("base", "full", "prop_only", "reform_only", "residual_only",
+                                 "repeat_question", "robust", "hybrid", "reorder", "rounds3")],
+    *[("cee", v) for v in ("full", "no_coverage", "no_contrastive", "no_sequential", "robust")],
+    ("hipporag2", None), ("catrag", None), ("proprag", None),
+    ("hyde", None), ("query2doc", None), ("lamer", None),
+    ("ircot", None), ("self_ask", None), ("s2g_rag", None), ("gear", None),
+    ("listwise", None),
+]
+"""Every LLM method and variant the stages run."""
+
+
+def demo_params() -> Params:
+    """params.yaml with the scripted model, two workers and the LLM-free OpenIE."""
+    params = load_params(ROOT / "params.yaml")
+    llm = params.llm.model_copy(update={"model": "scripted/one-path", "backoff_base_s": 0.0})
+    orch = params.orchestration.model_copy(update={"max_workers": 2})
+    graph = params.graph.model_copy(update={"openie": "propositions"})
+    return params.model_copy(update={"llm": llm, "orchestration": orch, "graph": graph})
+
+
+def build_demo(paths: DatasetPaths, params: Params) -> None:
+    """Corpus, questions, the sentence index, LLM-free triples, the dense run and LLM facets."""
+    from evichain.data.prepare import prepare_dataset
+    from evichain.methods.evireform.canonicalize import canonicalize
+    from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
+    from evichain.methods.graph.openie import TRIPLE_COLUMNS, proposition_triples
+    from flows.cee import run_facets
+    from flows.common import with_runner
+    from flows.retrieve import dense_flow
+
+    corpus, questions = prepare_dataset("demo", ROOT / "data", params.data)
+    write_parquet(corpus, paths.corpus)
+    write_parquet(questions, paths.questions)
+    index = params.evireform.index
+    matcher = TitleMatcher(corpus["title"])
+    props = pd.DataFrame([r for pid, t, x in zip(corpus["passage_id"], corpus["title"], corpus["text"])
+                          for r in sentence_propositions(pid, t, x, matcher, index)])
+    entities, incidence = canonicalize(props, corpus["title"].tolist(), index.fuzzy_threshold,
+                                       index.fuzzy_min_chars)
+    triples = pd.DataFrame([t for o in proposition_triples(corpus, props, entities, incidence)
+                            for t in o.triples], columns=TRIPLE_COLUMNS)
+    for name, table in (("propositions", props), ("entities", entities), ("incidence", incidence),
+                        ("triples", triples)):
+        write_parquet(table, paths.index_file(f"{name}.parquet"))
+    dense = with_runner(dense_flow, params.orchestration)(paths.corpus, paths.questions,
+                                                         params.retrieval.dense, params.embed,
+                                                         params.orchestration)
+    write_parquet(dense.sort_values(["question_id", "rank"]).reset_index(drop=True), paths.run("dense"))
+    facets = run_facets(paths, params.cee, params.llm, params.embed, orch=params.orchestration,
+                        root=paths.dir / "checkpoints")
+    write_parquet(facets.facets, paths.dir / "facets.parquet")
+
+
+def run_digest(run: pd.DataFrame, where: Path) -> str:
+    """sha256 of the run's parquet bytes, sorted as the stage writes it."""
+    ordered = run.sort_values(["question_id", "rank"], kind="stable").reset_index(drop=True)
+    write_parquet(ordered, where)
+    return hashlib.sha256(where.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetPaths, Params, Path]:
+    work = tmp_path_factory.mktemp("one-path")
+    old = {k: os.environ.get(k) for k in ("EVICHAIN_EMBED_CACHE", "EVICHAIN_LLM_CACHE")}
+    os.environ["EVICHAIN_EMBED_CACHE"] = str(work / "embed-build.sqlite")
+    os.environ["EVICHAIN_LLM_CACHE"] = str(work / "llm-build.sqlite")
+    set_responder(respond)
+    params = demo_params()
+    paths = DatasetPaths("demo", root=work / "artifacts")
+    build_demo(paths, params)
+    yield paths, params, work
+    set_responder(None)
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def registry_run(paths: DatasetPaths, params: Params, work: Path, method: str,
+                 variant: str | None, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
+    """The run of the one flow, on caches of its own."""
+    from flows.method import run_method
+
+    monkeypatch.setenv("EVICHAIN_EMBED_CACHE", str(work / f"embed-new-{method}-{variant}.sqlite"))
+    monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(work / f"llm-new-{method}-{variant}.sqlite"))
+    set_responder(respond)
+    out = run_method(paths, method, variant, params, stage=f"t-{method}")
+    assert len(out.trace) == out.run["question_id"].nunique() > 0
+    return out.run
+
+
+@pytest.mark.parametrize(("method", "variant"), RUNS)
+def test_registry_run_equals_the_recorded_family_run(demo: tuple[DatasetPaths, Params, Path],
+                                                     method: str, variant: str | None,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    paths, params, work = demo
+    recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
+    run = registry_run(paths, params, work, method, variant, monkeypatch)
+    key = method if variant is None else f"{method}-{variant}"
+    assert run_digest(run, work / f"new-{key}.parquet") == recorded[key]
+
+
+# --------------------------------------------------------------------------- before deletion
+FAMILY_FLOWS = {"evireform": "flows.evireform", "cee": "flows.cee", "hipporag2": "flows.graph",
+                "catrag": "flows.graph", "proprag": "flows.graph", "hyde": "flows.expansion",
+                "query2doc": "flows.expansion", "lamer": "flows.expansion",
+                "ircot": "flows.iterative", "self_ask": "flows.iterative",
+                "s2g_rag": "flows.iterative", "gear": "flows.iterative", "listwise": "flows.rerank"}
+
+
+def _comparable(trace: pd.DataFrame) -> pd.DataFrame:
+    t = trace.sort_values("question_id", kind="stable").reset_index(drop=True)
+    return t[sorted(t.columns)].map(lambda v: json.dumps(v, sort_keys=True, default=str))
+
+
+@pytest.mark.parametrize(("method", "variant"), RUNS)
+def test_family_flow_and_registry_give_the_same_run(demo: tuple[DatasetPaths, Params, Path],
+                                                    method: str, variant: str | None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from flows.method import run_method
+
+    paths, params, work = demo
+    key = method if variant is None else f"{method}-{variant}"
+    family_variant = variant if variant is not None else method
+    monkeypatch.setenv("EVICHAIN_EMBED_CACHE", str(work / f"embed-old-{key}.sqlite"))
+    monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(work / f"llm-old-{key}.sqlite"))
+    set_responder(respond)
+    old = importlib.import_module(FAMILY_FLOWS[method]).run_method(paths, method, family_variant,
+                                                                   params, stage=f"t-{method}")
+    monkeypatch.setenv("EVICHAIN_EMBED_CACHE", str(work / f"embed-new-{key}.sqlite"))
+    monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(work / f"llm-new-{key}.sqlite"))
+    new = run_method(paths, method, variant, params, stage=f"t-{method}")
+    old_digest = run_digest(old.run, work / f"old-{key}.parquet")
+    assert run_digest(new.run, work / f"new2-{key}.parquet") == old_digest
+    pd.testing.assert_frame_equal(_comparable(new.trace), _comparable(old.trace))
+    if getattr(old, "evidence", None) is not None:
+        pd.testing.assert_frame_equal(new.evidence.reset_index(drop=True),
+                                      old.evidence.reset_index(drop=True))
+    drop = ("wall_s",) if "method" in old.summary else ("wall_s", "method")  # the one flow names it
+    clean = lambda s: {k: v for k, v in s.items() if k not in drop and not k.startswith("latency")}  # noqa: E731
+    assert clean(new.summary) == clean(old.summary)
+    record = json.loads(RECORDED.read_text(encoding="utf-8")) if RECORDED.exists() else {}
+    record[key] = old_digest
+    RECORDED.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n", encoding="utf-8")
