@@ -13,12 +13,16 @@ source deps (files under ``evichain/``, ``flows/``, ``stages/``, one entry per f
 2. modules the closure imports *by name*, resolved through the literal catalogue
    ``evichain/methods/catalogue.py`` (read from the source):
 
-   * registry dispatch: where a module of the closure imports ``get_method`` from
-     ``evichain.methods.base``, the stage runs the methods its ``--method`` option names
-     (a literal, ``${item.<key>}`` over the stage's matrix, ``${item}`` over its foreach list,
-     or a ``${<key>}`` reference into ``params.yaml``; a matrix value may itself be such a
-     reference). Each method's module (``METHOD_MODULES``) and its closure are added; a
-     ``--method`` the catalogue does not list is an error;
+   * registry dispatch: a method is picked by name with ``get_method(name)`` or through a
+     function that passes one of its parameters on to it (``run_method(paths, method, ...)``;
+     found by a fixpoint over the functions of the closure, by name, including calls through
+     a runner, ``with_runner(f, ...)(...)``). Where such a call passes a literal
+     (``run_method(paths, "proprag", ...)``), that method's module (``METHOD_MODULES``) and its
+     closure are added. Where it passes on a parameter or a computed name, the stage's
+     ``--method`` option says which methods run: a literal, ``${item.<key>}`` over the stage's
+     matrix, ``${item}`` over its foreach list, or a ``${<key>}`` reference into
+     ``params.yaml`` (a matrix value may itself be such a reference); a computed name in a
+     stage without ``--method``, or a method the catalogue does not list, is an error;
    * block reads: where a module of the closure reads a method's params block off the params
      (``params.rerank``, ``p.graph``, ``load_params(f).evireform``, ``params.block("cee")``),
      the block's params module (``BLOCK_MODULES``), its closure and the catalogue are added:
@@ -57,7 +61,7 @@ SOURCE_PACKAGES: tuple[str, ...] = ("evichain", "flows", "stages")
 CATALOGUE = "evichain.methods.catalogue"
 """The module whose literals ``METHOD_MODULES`` / ``BLOCK_MODULES`` resolve imports by name."""
 REGISTRY = "evichain.methods.base"
-"""The registry module; importing its ``get_method`` marks a module as dispatching by name."""
+"""The registry module, whose ``get_method(name)`` imports a method's module by name."""
 DISPATCH_NAME = "get_method"
 METHOD_OPTION = "--method"
 """The stage option that names the method a dispatching stage runs."""
@@ -99,15 +103,66 @@ def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
+Arg = tuple[str, Any]
+"""A call argument as the dispatch analysis sees it: ``("const", value)`` for a literal,
+``("name", id)`` for a plain variable, ``("other", None)`` for anything else."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call with arguments: the called name (``f`` of ``f(...)`` / ``x.f(...)``), its
+    arguments, the functions around it (outermost first; empty at module level) and its line."""
+
+    callee: str
+    args: tuple[Arg, ...]
+    keywords: tuple[tuple[str, Arg], ...]
+    callers: tuple[str, ...]
+    line: int
+
+
 @dataclass(frozen=True)
 class ModuleInfo:
     """What the walk needs of one module: the dotted names it imports (candidates: ``from a
-    import b`` gives ``a`` and ``a.b``, which may be a submodule), whether it dispatches through
-    the registry, and the attribute names it reads off a params object (block candidates)."""
+    import b`` gives ``a`` and ``a.b``, which may be a submodule), the attribute names it reads
+    off a params object (block candidates), its functions (name, parameter names) and its calls
+    with arguments (for the registry dispatch)."""
 
     imports: frozenset[str]
-    dispatches: bool
     reads: frozenset[str]
+    functions: tuple[tuple[str, tuple[str, ...]], ...]
+    calls: tuple[Call, ...]
+
+
+def _arg(node: ast.expr) -> Arg:
+    if isinstance(node, ast.Constant):
+        return ("const", node.value)
+    if isinstance(node, ast.Name):
+        return ("name", node.id)
+    return ("other", None)
+
+
+_WRAPPED = frozenset({"fn", "submit", "map", "with_options"})
+"""Attributes of a function that call it (Prefect: ``task.fn(...)``, ``flow.with_options(...)(...)``)."""
+
+
+def _callee(func: ast.expr) -> str | None:
+    """The function a call runs: ``f`` of ``f(...)``, ``x.f(...)``, ``f.fn(...)``,
+    ``f.with_options(...)(...)`` and ``wrapper(f, ...)(...)`` (a runner wrapping ``f``)."""
+    if isinstance(func, ast.Call):
+        inner = func.func
+        if isinstance(inner, ast.Attribute) and inner.attr in _WRAPPED and isinstance(inner.value, ast.Name):
+            return inner.value.id
+        return func.args[0].id if func.args and isinstance(func.args[0], ast.Name) else None
+    if isinstance(func, ast.Attribute):
+        if func.attr in _WRAPPED and isinstance(func.value, ast.Name):
+            return func.value.id
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    a = node.args
+    return tuple(x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs])
 
 
 def _block_read(node: ast.AST) -> str | None:
@@ -161,16 +216,28 @@ class Project:
         return path.relative_to(self.root).as_posix()
 
     def info(self, name: str) -> ModuleInfo:
-        """What module ``name`` imports, whether it dispatches, which attributes it reads."""
+        """What module ``name`` imports and reads, its functions and calls (runtime code only:
+        ``if TYPE_CHECKING:`` blocks are skipped)."""
         if name not in self._info:
             path = self.module_file(name)
             assert path is not None, name
             package = name if path.name == "__init__.py" else name.rpartition(".")[0]
             imports: set[str] = set()
             reads: set[str] = set()
-            dispatches = False
-            for node in runtime_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-                if isinstance(node, ast.Import):
+            functions: list[tuple[str, tuple[str, ...]]] = []
+            calls: list[Call] = []
+            stack: list[tuple[ast.AST, tuple[str, ...]]] = [
+                (ast.parse(path.read_text(encoding="utf-8"), str(path)), ())]
+            while stack:
+                node, caller = stack.pop()
+                if isinstance(node, ast.If) and _is_type_checking(node.test):
+                    stack.extend((n, caller) for n in node.orelse)
+                    continue
+                inner = caller
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    functions.append((node.name, _params(node)))
+                    inner = (*caller, node.name)
+                elif isinstance(node, ast.Import):
                     imports.update(alias.name for alias in node.names)
                 elif isinstance(node, ast.ImportFrom):
                     if node.level:
@@ -181,13 +248,19 @@ class Project:
                         target = node.module or ""
                     imports.add(target)
                     imports.update(f"{target}.{alias.name}" for alias in node.names)
-                    if target == REGISTRY and any(a.name == DISPATCH_NAME for a in node.names):
-                        dispatches = True
                 else:
                     read = _block_read(node)
                     if read is not None:
                         reads.add(read)
-            self._info[name] = ModuleInfo(frozenset(imports), dispatches, frozenset(reads))
+                    if isinstance(node, ast.Call) and (node.args or node.keywords):
+                        callee = _callee(node.func)
+                        if callee is not None:
+                            calls.append(Call(callee, tuple(_arg(x) for x in node.args),
+                                              tuple((k.arg, _arg(k.value)) for k in node.keywords
+                                                    if k.arg is not None), caller, node.lineno))
+                stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+            self._info[name] = ModuleInfo(frozenset(imports), frozenset(reads),
+                                          tuple(functions), tuple(calls))
         return self._info[name]
 
     def closure(self, names: Iterable[str]) -> set[str]:
@@ -220,6 +293,70 @@ class Project:
             self._catalogue = (dict(values["METHOD_MODULES"]), dict(values["BLOCK_MODULES"]))
         return self._catalogue
 
+    # ---- the registry dispatch
+    def dispatch(self, modules: Iterable[str]) -> tuple[bool, set[str], list[str]]:
+        """How ``modules`` pick methods by name: ``(open, literals, computed)``.
+
+        A *dispatcher* is ``get_method`` or a function that passes one of its parameters on to
+        a dispatcher's method parameter (``run_method(paths, method, ...)``), found by a fixpoint
+        over the functions of ``modules`` (by name). A call of a dispatcher passes the method as
+        a literal (``run_method(paths, "proprag", ...)``: in ``literals``), forwards its own
+        caller's parameter (a chain up to the command's ``--method``: ``open`` is True), or
+        computes it (``computed``: ``module:line`` of each such call).
+        """
+        modules = sorted(modules)
+        defs: dict[tuple[str, str], tuple[str, ...]] = {(REGISTRY, DISPATCH_NAME): ("name",)}
+        for m in modules:
+            for fname, fparams in self.info(m).functions:
+                defs.setdefault((m, fname), fparams)  # the first def of a name in a module
+        found: dict[tuple[str, str], str] = {(REGISTRY, DISPATCH_NAME): "name"}
+
+        def method_arg(call: Call) -> Arg | None:
+            keywords = dict(call.keywords)
+            for key, pname in found.items():
+                if key[1] != call.callee:
+                    continue
+                if pname in keywords:
+                    return keywords[pname]
+                fparams = defs.get(key, ())
+                if pname in fparams:
+                    pos = fparams.index(pname) - (1 if fparams[0] in ("self", "cls") else 0)
+                    if 0 <= pos < len(call.args):
+                        return call.args[pos]
+            return None
+
+        def owner(m: str, call: Call, name: str) -> tuple[str, str] | None:
+            """The innermost function around ``call`` with a parameter ``name``."""
+            for fname in reversed(call.callers):
+                if name in defs.get((m, fname), ()):
+                    return (m, fname)
+            return None
+
+        sites = [(m, c) for m in modules for c in self.info(m).calls]
+        changed = True
+        while changed:
+            changed = False
+            for m, call in sites:
+                arg = method_arg(call)
+                if arg is None or arg[0] != "name":
+                    continue
+                key = owner(m, call, arg[1])
+                if key is not None and key not in found:
+                    found[key] = arg[1]
+                    changed = True
+        is_open, literals, computed = False, set(), []
+        for m, call in sites:
+            arg = method_arg(call)
+            if arg is None:
+                continue
+            if arg[0] == "const" and isinstance(arg[1], str):
+                literals.add(arg[1])
+            elif arg[0] == "name" and found.get(owner(m, call, arg[1]) or ("", "")) == arg[1]:
+                is_open = True
+            else:
+                computed.append(f"{m}:{call.line}")
+        return is_open, literals, computed
+
     # ---- one command
     def command_modules(self, module: str, methods: list[str] | None,
                         unresolved: str | None = None) -> tuple[set[str], list[str]]:
@@ -230,20 +367,22 @@ class Project:
         problems: list[str] = []
         loaded = self.closure([module])
         while True:
-            wanted: set[str] = set()
-            if any(self.info(m).dispatches for m in loaded):
+            is_open, names, computed = self.dispatch(loaded)
+            if is_open or computed:
                 if unresolved is not None:
                     problems.append(unresolved)
-                elif methods is None:
-                    problems.append(f"dispatches through the registry ({DISPATCH_NAME}) but its "
-                                    f"cmd has no {METHOD_OPTION}")
-                for method in methods or ():
-                    target = method_modules.get(method)
-                    if target is None:
-                        problems.append(f"{METHOD_OPTION} {method!r} is not in the catalogue "
-                                        f"({CATALOGUE})")
-                    else:
-                        wanted.add(target)
+                elif methods is not None:
+                    names |= set(methods)
+                elif computed:
+                    problems.append(f"picks a method by a computed name ({', '.join(computed)}) "
+                                    f"and its cmd has no {METHOD_OPTION}")
+            wanted: set[str] = set()
+            for method in sorted(names):
+                target = method_modules.get(method)
+                if target is None:
+                    problems.append(f"method {method!r} is not in the catalogue ({CATALOGUE})")
+                else:
+                    wanted.add(target)
             for read in set().union(*(self.info(m).reads for m in loaded)):
                 if read in block_modules:
                     wanted.update((block_modules[read], CATALOGUE))

@@ -105,6 +105,16 @@ FILES = {
         def main(name):
             from flows.run import run
         """,
+    "stages/tune.py": """
+        def main():
+            from flows.run import run
+            return with_runner(run, 4)("other")
+        """,
+    "stages/computed.py": """
+        def main(spec):
+            from flows.run import run
+            return run(spec.method)
+        """,
     "stages/report.py": """
         def main():
             from evichain.config import load_params
@@ -212,9 +222,24 @@ def test_registry_dispatch_adds_only_the_stage_methods(toy: Path) -> None:
     assert problems(toy_dvc(PLAIN, [*RUN, *other]), toy, **both) == {}
     unknown = problems(toy_dvc(PLAIN, RUN), toy, datasets=["a"], toy={"methods": ["nope"]})
     assert unknown["run"]["problems"] == [
-        "--method 'nope' is not in the catalogue (evichain.methods.catalogue)"]
+        "method 'nope' is not in the catalogue (evichain.methods.catalogue)"]
     with pytest.raises(RewriteError, match="nope"):
         rewrite(toy_dvc(PLAIN, RUN), toy, params={"datasets": ["a"], "toy": {"methods": ["nope"]}})
+
+
+def test_a_literal_method_name_is_followed_a_computed_one_needs_the_option(toy: Path) -> None:
+    """`with_runner(run, 4)("other")` runs `other` (run passes its parameter on to get_method);
+    `run(spec.method)` cannot be resolved without the stage's --method."""
+    other = ["evichain/methods/other/__init__.py", "evichain/methods/other/method.py",
+             "evichain/methods/other/params.py"]
+    base = [p for p in RUN if "/toy/" not in p and p != "stages/run_method.py"]
+    dvc = ("stages:\n  tune:\n    cmd: python -m stages.tune\n    deps:\n"
+           + items(sorted([*base, *other, "stages/tune.py"])) + "\n")
+    assert problems(dvc, toy) == {}
+    dvc = dvc.replace("stages.tune", "stages.computed").replace("stages/tune.py", "stages/computed.py")
+    assert problems(dvc, toy)["tune"]["problems"] == [
+        "picks a method by a computed name (stages.computed:3) and its cmd has no --method"]
+    assert problems(dvc.replace("stages.computed", "stages.computed --method other"), toy) == {}
 
 
 def test_a_new_registered_method_is_followed(toy: Path) -> None:
