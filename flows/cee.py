@@ -1,5 +1,7 @@
-"""CEE flows: offline facet generation (one task per passage) and online retrieval (one task per
-question).
+"""CEE's index flow: offline facet generation (one task per passage). Retrieval is the one
+per-question flow of every method (:mod:`flows.method`); the facet bank is built there by
+:meth:`evichain.methods.cee.method.CEE.index` (from ``facets.parquet``, or, for ``cee.facets.source:
+sentences``, the LLM-free sentence facets).
 
 Facets: passages (and, for ``facet_scope: reachable``, questions) are encoded through the
 embedding service; targets and their neighbour pairs are planned; then one Prefect task per
@@ -13,13 +15,7 @@ cache: finished pairs are never called again, failed pairs are tried again. Befo
 call the flow logs and prints the token (and, for a priced hosted model, USD) estimate of the
 pairs still to call. Facet texts are then encoded (embedding cache) for retrieval.
 
-Retrieval: passages, facets and questions are encoded (cached), the facet bank is built once,
-and each question is one task. The facet bank comes from ``facets.parquet`` (``cee.facets.source:
-llm``, the paper) or, for ``source: sentences`` (variant ``robust``), is built here without any
-LLM call and without ``facets.parquet``: every passage's sentences are encoded (embedding cache)
-and the M least neighbour-like kept (:func:`~evichain.methods.cee.facets.sentence_facets`); the
-stage summary then holds ``facets`` (source, passages with facets, counts). Flows take a
-:class:`~evichain.paths.DatasetPaths`, never tables: Prefect stores flow parameters in its API
+Flows take a :class:`~evichain.paths.DatasetPaths`, never tables: Prefect stores flow parameters in its API
 (at most 512 KB).
 """
 
@@ -31,32 +27,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
 from evichain.checkpoint import checkpoint_root
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params
-from evichain.embed import get_embedder
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams
 from evichain.io import read_parquet
 from evichain.llm import LLMClient
 from evichain.llm.types import Prompt
-from evichain.methods.cee.explore import ExploreLLM
 from evichain.methods.cee.facets import (FacetPair, PairOutcome, Passage, load_passages,
                                          estimate_cost, facet_summary, facet_table,
                                          generate_pair_facets, load_shard, nearest_neighbours,
                                          pair_cached, pair_plan, save_shard, select_targets,
-                                         sentence_facets, shard_key, status_table)
-from evichain.methods.cee.params import CEEParams, FacetParams, variant_params
+                                         shard_key, status_table)
+from evichain.methods.cee.params import CEEParams, FacetParams
 from evichain.methods.cee.prompts import facet_prompt
-from evichain.methods.cee.retrieve import CEERetriever, QuestionResult
-from evichain.methods.cee.scoring import FacetBank
 from evichain.paths import DatasetPaths
-from evichain.retrieval.run import format_passages, run_table
+from evichain.retrieval.run import format_passages
 from flows.common import Progress, shards, with_runner
-from flows.questions import retrieve_questions
 from flows.retrieve import encode_all
 
 
@@ -180,106 +170,6 @@ def facets_flow(paths: DatasetPaths, params: CEEParams, llm: LLMParams, embed: E
     return FacetOutput(facets, status, summary)
 
 
-# =========================================================================== retrieval
-@dataclass
-class RetrievalOutput:
-    """Run, trace and the stage summary (exploration counts, latency, LLM usage)."""
-
-    run: pd.DataFrame
-    trace: pd.DataFrame
-    summary: dict[str, Any] = field(default_factory=dict)
-
-
-def facet_bank(facets: pd.DataFrame, pids: Sequence[str], embed: EmbedParams,
-               orch: OrchestrationParams) -> FacetBank:
-    """Facet embeddings (embedding service) grouped by passage row."""
-    row = {pid: i for i, pid in enumerate(pids)}
-    unknown = sorted(set(facets["passage_id"]) - set(row))
-    if unknown:
-        raise ValueError(f"facets.parquet has {len(unknown)} passage ids not in the corpus "
-                         f"(e.g. {unknown[0]}): re-run generate_facets")
-    vectors = encode_all(facets["facet_query"].tolist(), embed, orch, "facets")
-    return FacetBank.build([row[p] for p in facets["passage_id"]], vectors, len(pids))
-
-
-def sentence_facet_bank(passages: Sequence[Passage], E: np.ndarray, params: FacetParams,
-                        embed: EmbedParams, orch: OrchestrationParams) -> tuple[FacetBank, dict[str, Any]]:
-    """LLM-free sentence facets for every passage (``cee.facets.source: sentences``): the
-    bank and its counts (``source``, ``passages_with_facets``, …) for the stage summary."""
-    logger = get_run_logger()
-    built = sentence_facets(passages, E, params.n_neighbours, params.sentence_facets,
-                            lambda texts: encode_all(texts, embed, orch, "sentence facets"),
-                            log=logger.info)
-    vectors = built.vectors if built.texts else np.zeros((0, E.shape[1]))
-    return FacetBank.build(built.owner.tolist(), vectors, len(passages)), built.info
-
-
-def _latency(results: Sequence[QuestionResult], key: str) -> dict[str, float]:
-    ms = np.array([r.seconds[key] * 1000.0 for r in results]) if results else np.zeros(1)
-    return {"p50_ms": round(float(np.percentile(ms, 50)), 3),
-            "p95_ms": round(float(np.percentile(ms, 95)), 3), "mean_ms": round(float(ms.mean()), 3)}
-
-
-def retrieval_summary(trace: pd.DataFrame, results: Sequence[QuestionResult]) -> dict[str, Any]:
-    """Exploration counts and latency (compute = Eq. 2–8, excluding LLM calls and encoding)."""
-    return {"questions": len(trace),
-            "stop_reasons": {str(k): int(v) for k, v in trace["stop_reason"].value_counts().items()},
-            "mean_rounds": round(float(trace["rounds_run"].mean()), 3) if len(trace) else 0.0,
-            "mean_probes": round(float(trace["probes"].map(len).mean()), 3) if len(trace) else 0.0,
-            "mean_pool_size": round(float(trace["pool_size"].mean()), 3) if len(trace) else 0.0,
-            "gold_in_pool": int(trace["gold_in_pool"].sum()), "gold": int(trace["n_gold"].sum()),
-            "llm_failures": int(trace["llm_failures"].map(len).sum()),
-            "latency_compute": _latency(results, "compute"),
-            "latency_encode": _latency(results, "encode"), "latency_llm": _latency(results, "llm")}
-
-
-@flow(name="cee-retrieve", log_prints=True)
-def retrieval_flow(paths: DatasetPaths, params: CEEParams, llm: LLMParams, embed: EmbedParams,
-                   orch: OrchestrationParams, stage: str = "retrieve_cee") -> RetrievalOutput:
-    """Encode, build the facet bank, then one task per question (module docstring)."""
-    corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
-    passages = load_passages(corpus)
-    E = encode_all(format_passages(corpus, params.passage_format), embed, orch, "passages")
-    facet_info: dict[str, Any] | None = None
-    if params.facets.source == "sentences":
-        bank, facet_info = sentence_facet_bank(passages, E, params.facets, embed, orch)
-    else:
-        bank = facet_bank(read_parquet(facets_path(paths)), [p.passage_id for p in passages],
-                          embed, orch)
-    encode_all(questions["question"].tolist(), embed, orch, "questions")
-    client = LLMClient(llm, stage=stage)
-    retriever = CEERetriever(E, passages, bank, params, ExploreLLM(client, params),
-                             get_embedder(embed).encode)
-    # exploration, refinement and selection per question
-    results = retrieve_questions(retriever, questions["question_id"], questions["question"], orch,
-                                 "cee", [([str(g) for g in gold],)
-                                         for gold in questions["gold_passage_ids"]])
-    run = run_table([r for res in results for r in res.rows])
-    trace = pd.DataFrame([res.trace for res in results])
-    summary = retrieval_summary(trace, results)
-    if facet_info is not None:
-        summary["facets"] = facet_info
-    if params.bridge_expansion:
-        summary["bridge_added"] = int(trace["bridge_added"].sum()) if len(trace) else 0
-        summary["mean_bridge_added"] = (round(float(trace["bridge_added"].mean()), 3)
-                                        if len(trace) else 0.0)
-    summary["llm_usage"] = client.usage.as_dict()
-    return RetrievalOutput(run, trace, summary)
-
-
 def run_facets(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> FacetOutput:
     """:func:`facets_flow` on the task runner selected by ``orchestration``."""
     return with_runner(facets_flow, orch)(*args, orch=orch, **kwargs)
-
-
-def run_retrieval(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> RetrievalOutput:
-    """:func:`retrieval_flow` on the task runner selected by ``orchestration``."""
-    return with_runner(retrieval_flow, orch)(*args, orch=orch, **kwargs)
-
-
-def run_method(paths: DatasetPaths, method: str, variant: str, params: Params,
-               stage: str) -> RetrievalOutput:
-    """``stages.retrieve_method`` entry: CEE ``variant`` (see
-    :data:`evichain.methods.cee.params.VARIANTS`) with ``params``."""
-    return run_retrieval(paths, variant_params(params.cee, variant), params.llm, params.embed,
-                         orch=params.orchestration, stage=stage)

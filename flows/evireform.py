@@ -1,4 +1,5 @@
-"""EviReform flows: index extraction (per passage) and online retrieval (per question).
+"""EviReform flows: index extraction (per passage) and tuning (per configuration). Retrieval is
+the one per-question flow of every method (:mod:`flows.method`).
 
 Extraction (``extractor: llm``): one Prefect task per passage (Listing 11 through the LLM
 client; concurrency bounded by ``orchestration.max_workers`` and ``llm.concurrency``), with
@@ -10,51 +11,44 @@ so an interrupted run resumes from these checkpoints plus the LLM cache: finishe
 read back, failed passages are tried again, nothing finished is called again.
 ``extractor: sentences`` runs in shard tasks (no LLM).
 
-Retrieval: propositions and questions are encoded through the embedding service (cached),
-the index is assembled once, and each question is one task.
+Tuning (``tune_evireform``): the method from the registry, its index built once, then one task
+per configuration of the two grids of :mod:`evichain.methods.evireform.tuning`.
 
-Both flows take a :class:`~evichain.paths.DatasetPaths` and read their tables themselves:
+Flows take a :class:`~evichain.paths.DatasetPaths` and read their tables themselves:
 Prefect stores flow parameters in its API (at most 512 KB), so tables are never parameters.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from evichain.checkpoint import checkpoint_root, read_shard, write_shard
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params
-from evichain.embed import get_embedder
+from evichain.config import LLMParams, OrchestrationParams, Params
 from evichain.io import read_parquet
 from evichain.llm import LLMClient
+from evichain.methods.base import BuildContext, Method, get_method
 from evichain.methods.evireform.extract import (PROPOSITION_COLUMNS, STATUS_COLUMNS,
                                                 PassageExtraction, TitleMatcher, llm_propositions,
                                                 order_tables, sentence_extraction, with_fallback)
-from evichain.methods.evireform.index import EviReformIndex, build_index, order_propositions
-from evichain.methods.evireform.llm_steps import EviReformLLM
-from evichain.methods.evireform.params import EviReformParams, IndexParams
+from evichain.methods.evireform.index import EviReformIndex
+from evichain.methods.evireform.params import IndexParams
 from evichain.methods.evireform.prompts import EXTRACT, LISTING_11
-from evichain.methods.evireform.retrieve import QuestionResult
-from evichain.methods.evireform.tuning import (HYBRID_KEYS, ROBUST_KEYS, choose, config_params,
-                                               hybrid_grid, objective_value, robust_grid)
-from evichain.methods.evireform.variants import uses_llm, variant_params
-from evichain.methods.hybrid import make_retriever
+from evichain.methods.evireform.tuning import (HYBRID_KEYS, ROBUST_KEYS, choose, hybrid_grid,
+                                               objective_value, robust_grid, with_robust)
 from evichain.metrics.retrieval import per_question_metrics
 from evichain.paths import DatasetPaths
 from evichain.retrieval.run import run_table
 from flows.common import Progress, collect, shard_size, shards, with_runner
-from flows.questions import retrieve_questions
-from flows.retrieve import encode_all
+from flows.method import StageClients, build_context
 
 
 # =========================================================================== extraction
@@ -189,79 +183,6 @@ def extraction_flow(paths: DatasetPaths, params: IndexParams, llm: LLMParams,
     return ExtractionOutput(props_df, status_df, summary)
 
 
-# =========================================================================== retrieval
-@dataclass
-class RetrievalOutput:
-    """Run, trace and the stage summary (fallback counts, latency, LLM usage)."""
-
-    run: pd.DataFrame
-    trace: pd.DataFrame
-    summary: dict[str, Any] = field(default_factory=dict)
-
-
-def _latency(results: Sequence[QuestionResult], key: str) -> dict[str, float]:
-    ms = np.array([r.seconds[key] * 1000.0 for r in results]) if results else np.zeros(1)
-    return {"p50_ms": round(float(np.percentile(ms, 50)), 3),
-            "p95_ms": round(float(np.percentile(ms, 95)), 3),
-            "mean_ms": round(float(ms.mean()), 3)}
-
-
-def retrieval_summary(trace: pd.DataFrame, results: Sequence[QuestionResult]) -> dict[str, Any]:
-    """Fallback counts and latency excluding LLM steps (wall and thread CPU time; the
-    residual-query encoding separately). Latency under ``max_workers`` concurrent tasks."""
-    return {"questions": len(trace),
-            "selection_fallbacks": int(trace["selection_fallback"].sum()),
-            "residual_fallbacks": int(trace["residual_fallback"].sum()),
-            "judge_fallbacks": int(trace["judge_fallback"].sum()),
-            "invalid_selected_ids": int(trace["n_invalid_ids"].sum()),
-            "selection_status": {str(k): int(v) for k, v in trace["selection_status"].value_counts().items()},
-            "latency_compute": _latency(results, "compute"),
-            "latency_compute_cpu": _latency(results, "compute_cpu"),
-            "latency_encode": _latency(results, "encode")}
-
-
-def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
-    """One BLAS thread per question task (tasks already run in parallel threads)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: only a speed setting
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def load_index(paths: DatasetPaths, params: EviReformParams, embed: EmbedParams,
-               orch: OrchestrationParams) -> tuple[EviReformIndex, pd.DataFrame, np.ndarray]:
-    """The index (propositions encoded), the questions and their embeddings."""
-    corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
-    props, entities, incidence = (read_parquet(paths.index_file(f"{n}.parquet"))
-                                  for n in ("propositions", "entities", "incidence"))
-    props = order_propositions(props, corpus["passage_id"].tolist())
-    H = encode_all(props["text"].tolist(), embed, orch, "propositions")
-    index = build_index(corpus, props, entities, incidence, H, params.passage_format)
-    Q = encode_all(questions["question"].tolist(), embed, orch, "questions")
-    return index, questions, Q
-
-
-@flow(name="evireform-retrieve", log_prints=True)
-def retrieval_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams,
-                   embed: EmbedParams, orch: OrchestrationParams,
-                   stage: str = "retrieve_evireform") -> RetrievalOutput:
-    """Encode, build the index, then one task per question (module docstring)."""
-    index, questions, Q = load_index(paths, params, embed, orch)
-    client = LLMClient(llm, stage=stage) if uses_llm(params) else None
-    steps = EviReformLLM(client, params) if client else None
-    retriever = make_retriever(index, params, steps, get_embedder(embed).encode)
-    extras = [(Q[n], list(g)) for n, g in enumerate(questions["gold_passage_ids"])]
-    with _one_blas_thread():  # Steps 1-7 per question
-        results = retrieve_questions(retriever, questions["question_id"], questions["question"],
-                                     orch, "evireform", extras)
-    run = run_table([r for res in results for r in res.rows])
-    trace = pd.DataFrame([res.trace for res in results])
-    summary = retrieval_summary(trace, results)
-    summary["llm_usage"] = client.usage.as_dict() if client else {"calls": 0}
-    return RetrievalOutput(run, trace, summary)
-
-
 # =========================================================================== tuning
 @dataclass
 class TuningOutput:
@@ -273,13 +194,14 @@ class TuningOutput:
 
 
 @task(cache_policy=NO_CACHE, task_run_name="tune-{variant}-{n}")
-def evaluate_config(index: EviReformIndex, questions: pd.DataFrame, Q: np.ndarray,
-                    settings: EviReformParams, steps: EviReformLLM | None, embed: EmbedParams,
-                    variant: str, n: int) -> pd.DataFrame:
-    """Per-question metrics of one configuration (questions in turn; LLM answers from the cache)."""
-    retriever = make_retriever(index, settings, steps, get_embedder(embed).encode)
-    rows = [r for i, (qid, text) in enumerate(zip(questions["question_id"], questions["question"]))
-            for r in retriever.retrieve(qid, text, Q[i]).rows]
+def evaluate_config(method: Method, ctx: BuildContext, index: EviReformIndex,
+                    questions: pd.DataFrame, variant: str, n: int) -> pd.DataFrame:
+    """Per-question metrics of one configuration: ``method`` built for ``variant`` over ``ctx``
+    (whose ``evireform.robust`` block is the configuration), questions in turn (LLM answers
+    from the cache)."""
+    retriever = method.build(ctx, variant, index)
+    rows = [r for qid, text in zip(questions["question_id"], questions["question"])
+            for r in retriever.retrieve(str(qid), str(text)).rows]
     return per_question_metrics(run_table(rows), questions)
 
 
@@ -293,44 +215,36 @@ def _grid_table(futures: Sequence[Any], configs: Sequence[dict[str, Any]], varia
 
 
 @flow(name="evireform-tune", log_prints=True)
-def tuning_flow(paths: DatasetPaths, params: EviReformParams, llm: LLMParams, embed: EmbedParams,
-                orch: OrchestrationParams, stage: str = "tune_evireform") -> TuningOutput:
-    """The two grids of :mod:`evichain.methods.evireform.tuning` on ``paths``' questions."""
-    index, questions, Q = load_index(paths, params, embed, orch)
-    client = LLMClient(llm, stage=stage)
-    steps = EviReformLLM(client, params)
-    objective = params.tuning.objective
+def tuning_flow(paths: DatasetPaths, params: Params, stage: str = "tune_evireform") -> TuningOutput:
+    """The two grids of :mod:`evichain.methods.evireform.tuning` on ``paths``' questions: the
+    method from the registry (one index, one LLM client), built once per configuration."""
+    method = get_method("evireform")
+    clients = StageClients(stage)
+    ctx, questions = build_context(paths, method, "full", params, clients)
+    ctx.encoder()(questions["question"].astype(str).tolist())
+    index = method.index(ctx)
+    ev = params.evireform
+    objective = ev.tuning.objective
 
     def grid(variant: str, configs: list[dict[str, Any]]) -> pd.DataFrame:
-        futures = [evaluate_config.submit(index, questions, Q, config_params(params, variant, c),
-                                          steps, embed, variant, n) for n, c in enumerate(configs)]
+        futures = [evaluate_config.submit(method, replace(ctx, params=params.model_copy(
+                       update={"evireform": with_robust(ev, c)})), index, questions, variant, n)
+                   for n, c in enumerate(configs)]
         return _grid_table(futures, configs, variant, objective)
 
-    with _one_blas_thread():
-        robust = grid("robust", robust_grid(params.tuning))
+    with method.compute_limits():
+        robust = grid("robust", robust_grid(ev.tuning))
         best = choose(robust, ROBUST_KEYS)
-        hybrid = grid("hybrid", hybrid_grid(params.tuning, best))
+        hybrid = grid("hybrid", hybrid_grid(ev.tuning, best))
     chosen = {**best, **choose(hybrid, HYBRID_KEYS)}
     summary = {"questions": len(questions), "objective": list(objective),
-               "configurations": len(robust) + len(hybrid), "llm_usage": client.usage.as_dict()}
+               "configurations": len(robust) + len(hybrid), "llm_usage": clients.usage()}
     return TuningOutput(pd.concat([robust, hybrid], ignore_index=True), chosen, summary)
 
 
-def run_tuning(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> TuningOutput:
+def run_tuning(paths: DatasetPaths, params: Params, stage: str = "tune_evireform") -> TuningOutput:
     """:func:`tuning_flow` on the task runner selected by ``orchestration``."""
-    return with_runner(tuning_flow, orch)(*args, orch=orch, **kwargs)
-
-
-def run_retrieval(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> RetrievalOutput:
-    """:func:`retrieval_flow` on the task runner selected by ``orchestration``."""
-    return with_runner(retrieval_flow, orch)(*args, orch=orch, **kwargs)
-
-
-def run_method(paths: DatasetPaths, method: str, variant: str, params: Params,
-               stage: str) -> RetrievalOutput:
-    """``stages.retrieve_method`` entry: EviReform ``variant`` (:mod:`.variants`) with ``params``."""
-    return run_retrieval(paths, variant_params(params.evireform, variant), params.llm, params.embed,
-                         orch=params.orchestration, stage=stage)
+    return with_runner(tuning_flow, params.orchestration)(paths, params, stage)
 
 
 def run_extraction(*args: Any, orch: OrchestrationParams, **kwargs: Any) -> ExtractionOutput:

@@ -20,6 +20,7 @@ flow parameters in its API (at most 512 KB).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -99,12 +100,14 @@ class StageClients:
     def __init__(self, stage: str) -> None:
         self.stage = stage
         self.clients: dict[str, LLMClient] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, llm: LLMParams) -> LLMClient:
         key = llm.model_dump_json()
-        if key not in self.clients:
-            self.clients[key] = LLMClient(llm, stage=self.stage)
-        return self.clients[key]
+        with self._lock:
+            if key not in self.clients:
+                self.clients[key] = LLMClient(llm, stage=self.stage)
+            return self.clients[key]
 
     def usage(self) -> dict[str, Any]:
         """Usage summed over the clients (``{"calls": 0}`` when the method made none)."""

@@ -233,22 +233,22 @@ def _index(run: _Stages, ds: str) -> None:
 def _ranking(run: _Stages, ds: str, name: str) -> None:
     """Make ``runs/<name>.parquet`` of ``ds`` (and what it reads) with its stage entry point;
     ``direct`` (the reader without passages) needs the questions only."""
-    from stages import (fuse, generate_facets, prepare, retrieve, retrieve_evireform,
-                        retrieve_graph, retrieve_method)
+    from stages import fuse, generate_facets, prepare, retrieve, retrieve_method
 
     run(prepare.main, dataset=ds)
     if name in ("bm25", "dense"):
         run(retrieve.main, dataset=ds, method=name)
     elif name == "proprag":
         _index(run, ds)
-        run(retrieve_graph.main, dataset=ds, method="proprag")
+        run(retrieve_method.main, dataset=ds, method="proprag", variant=None)
     elif name == "evireform-fused":  # ours: robust ⊕ PropRAG
         _ranking(run, ds, "evireform-robust")
         _ranking(run, ds, "proprag")
         run(fuse.main, dataset=ds)
     elif name.startswith("evireform-"):
         _index(run, ds)
-        run(retrieve_evireform.main, dataset=ds, variant=name.removeprefix("evireform-"))
+        run(retrieve_method.main, dataset=ds, method="evireform",
+            variant=name.removeprefix("evireform-"))
     elif name in BASELINE_METHODS:
         _baseline(run, ds, name)
     elif name.startswith("cee-"):

@@ -1,43 +1,23 @@
-"""DVC stage ``retrieve@<dataset>-<method>``: questions + corpus → runs/<method>.parquet.
+"""DVC stage ``retrieve_<method>@<dataset>`` of the first-stage retrievers (``bm25``, ``dense``):
+questions + corpus → ``runs/<method>.parquet``.
 
-Methods are looked up in :data:`METHODS`; each entry runs its Prefect flow and returns the
-run table (question_id, rank, passage_id, score).
+The method is built from the registry and run by the one retrieval flow of every method
+(:func:`flows.method.run_method`; BM25 and dense score shards of questions in bulk); the stage
+writes the run, sorted, and nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
 import typer
 
 from stages._common import run_stage
 
-from evichain.config import Params  # noqa: E402  (after the environment defaults)
-from evichain.paths import DatasetPaths  # noqa: E402
+FIRST_STAGE: tuple[str, ...] = ("bm25", "dense")
+"""The methods this stage runs (their runs feed the rerankers, fusion and the readers)."""
 
 app = typer.Typer(add_completion=False)
-
-RetrieveFn = Callable[[DatasetPaths, Params], pd.DataFrame]
-
-
-def _bm25(paths: DatasetPaths, params: Params) -> pd.DataFrame:
-    from flows.common import with_runner
-    from flows.retrieve import bm25_flow
-
-    return with_runner(bm25_flow, params.orchestration)(paths.corpus, paths.questions, params.retrieval.bm25, params.orchestration)
-
-
-def _dense(paths: DatasetPaths, params: Params) -> pd.DataFrame:
-    from flows.common import with_runner
-    from flows.retrieve import dense_flow
-
-    return with_runner(dense_flow, params.orchestration)(paths.corpus, paths.questions, params.retrieval.dense, params.embed,
-                      params.orchestration)
-
-
-METHODS: dict[str, RetrieveFn] = {"bm25": _bm25, "dense": _dense}
 
 
 @app.command()
@@ -46,12 +26,14 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
     def body() -> dict[str, object]:
         from evichain.config import load_params
         from evichain.io import write_parquet
+        from evichain.paths import DatasetPaths
+        from flows.method import run_method
 
-        if method not in METHODS:
-            raise ValueError(f"unknown retrieval method '{method}'; known: {sorted(METHODS)}")
+        if method not in FIRST_STAGE:
+            raise ValueError(f"unknown retrieval method '{method}'; known: {sorted(FIRST_STAGE)}")
         params = load_params(params_file)
         paths = DatasetPaths(dataset)
-        run = METHODS[method](paths, params)
+        run = run_method(paths, method, None, params, stage=f"retrieve-{method}").run
         run = run.sort_values(["question_id", "rank"], kind="stable").reset_index(drop=True)
         write_parquet(run, paths.run(method))
         return {"dataset": dataset, "method": method, "questions": int(run["question_id"].nunique()),

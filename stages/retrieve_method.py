@@ -54,6 +54,7 @@ LINE_KEYS: dict[str, tuple[str, ...]] = {
     "graph": ("questions", "llm_calls", "fallbacks", "compute_p50_ms"),
     "expansion": ("questions", "status", "fallbacks", "generations_failed", "llm_calls"),
     "iterative": ("questions", "stop_reasons", "llm_failures", "llm_calls"),
+    "iterative_graph": ("questions", "stop_reasons", "llm_failures", "llm_calls"),
     "rerank": ("questions", "status", "fallbacks", "pool_source", "llm_calls"),
     "registered": ("questions", "llm_calls", "compute_p50_ms"),
 }
@@ -79,15 +80,13 @@ class StageNames:
 def stage_names(dataset: str, method: str, variant: str | None = None) -> StageNames:
     """Names of ``method`` (``variant``) on ``dataset``, as the per-family stages had them;
     a ValueError for an unknown method or a variant given to a method without variants."""
-    from evichain.methods.iterative.params import retrieve_stage_name
-    from evichain.methods.rerank.params import run_name
-
     from evichain.methods.base import UnknownMethodError, get_method
 
     try:
-        family = get_method(method).family
+        chosen = get_method(method)
     except UnknownMethodError as exc:
         raise ValueError(f"unknown --method {method!r}: {exc}") from None
+    family = chosen.family
     if family == "registered":
         return registered_names(dataset, method, variant)
     if family in VARIANT_FAMILIES:
@@ -97,17 +96,16 @@ def stage_names(dataset: str, method: str, variant: str | None = None) -> StageN
     if variant is not None and variant != method:
         raise ValueError(f"--method {method} has no variants (got --variant {variant!r})")
     if family == "rerank":
-        run = run_name(method)
+        run = chosen.run_name()
         return StageNames(family, method, run, f"retrieve-{run}", f"retrieve_rerank-{method}",
                           f"retrieve_rerank@{dataset}-{method}")
-    label = (retrieve_stage_name(dataset, method) if family == "iterative"
-             else f"retrieve_{family}@{dataset}-{method}")
+    label = f"retrieve_{family}@{dataset}-{method}"
     flow_stage = f"retrieve_expansion-{method}" if family == "expansion" else f"retrieve-{method}"
     return StageNames(family, method, method, f"retrieve-{method}", flow_stage, label)
 
 
 def registered_names(dataset: str, method: str, variant: str | None) -> StageNames:
-    """Names of a method from the registry without a family flow (``flows.registered``):
+    """Names of a method of family ``registered`` (a plug-in, or ``hybrid``):
     ``runs/M[-V].parquet``, ``usage/retrieve-M[-V].json``, stage ``retrieve_method@D-M[-V]``."""
     from evichain.methods.base import UnknownMethodError, get_method
 
@@ -139,7 +137,8 @@ def retrieve(dataset: str, method: str, variant: str | None, params_file: Path) 
     try:
         names = stage_names(dataset, method, variant)
     except ValueError as exc:
-        run_stage(f"retrieve_method@{dataset}-{method}", lambda: _raise(exc))
+        error = exc
+        run_stage(f"retrieve_method@{dataset}-{method}", lambda: _raise(error))
         return
 
     def body() -> dict[str, object]:
@@ -169,31 +168,6 @@ def retrieve(dataset: str, method: str, variant: str | None, params_file: Path) 
 
 def _raise(exc: Exception) -> None:
     raise exc
-
-
-def family_stage(family: str, default_method: str | None = None) -> tuple[typer.Typer, Any]:
-    """``(app, main)`` of a per-family stage module (the entry points before this one):
-    ``--variant`` for EviReform / CEE, else ``--method`` (only ``family``'s methods)."""
-    family_app = typer.Typer(add_completion=False)
-    if family in VARIANT_FAMILIES:
-        def by_variant(dataset: str = typer.Option(...), variant: str = typer.Option("full"),
-                       params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
-            retrieve(dataset, family, variant, params_file)
-
-        return family_app, family_app.command()(by_variant)
-
-    def by_method(dataset: str = typer.Option(...),
-                  method: str = typer.Option(... if default_method is None else default_method),
-                  params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
-        from evichain.methods.base import methods
-
-        known = [m.name for m in methods().values() if m.family == family]
-        if method not in known:
-            run_stage(f"retrieve_{family}@{dataset}-{method}", lambda: _raise(ValueError(
-                f"unknown {family} method {method!r}; known: {known}")))
-        retrieve(dataset, method, None, params_file)
-
-    return family_app, family_app.command()(by_method)
 
 
 @app.command()

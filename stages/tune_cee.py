@@ -13,33 +13,25 @@ agree. Fails (after writing) above ``llm.max_failure_rate`` of failed LLM reques
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import typer
+from stages._tuning import tuning_app
 
-from stages._common import run_stage
-from stages._tuning import finish_tuning, require_tuning_dataset
+if TYPE_CHECKING:
+    from evichain.config import Params
+    from evichain.paths import DatasetPaths
+    from flows.cee_tuning import TuningOutput
 
-app = typer.Typer(add_completion=False)
+
+def _tune(paths: DatasetPaths, params: Params) -> TuningOutput:
+    """``robust``'s γ grid of ``cee.tuning.bridge_inherit`` on ``paths``' dataset
+    (:func:`flows.cee_tuning.run_tuning`)."""
+    from flows.cee_tuning import run_tuning
+
+    return run_tuning(paths, params)
 
 
-@app.command()
-def main(dataset: str = typer.Option(...),
-         params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
-    def body() -> dict[str, object]:
-        from evichain.config import load_params
-        from evichain.paths import DatasetPaths
-        from flows.cee_tuning import run_tuning
-
-        params = load_params(params_file)
-        require_tuning_dataset(params, dataset)
-        out = run_tuning(DatasetPaths(dataset), params.cee, params.llm, params.embed,
-                         orch=params.orchestration)
-        return finish_tuning(dataset, "cee", params, out.table, {"bridge_inherit": out.chosen},
-                             out.summary)
-
-    run_stage(f"tune_cee@{dataset}", body)
-
+app = tuning_app("cee", _tune, lambda out: {"bridge_inherit": out.chosen})
 
 if __name__ == "__main__":
     app()

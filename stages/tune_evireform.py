@@ -13,32 +13,25 @@ writing) above ``llm.max_failure_rate`` of failed LLM requests.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import typer
+from stages._tuning import tuning_app
 
-from stages._common import run_stage
-from stages._tuning import finish_tuning, require_tuning_dataset
+if TYPE_CHECKING:
+    from evichain.config import Params
+    from evichain.paths import DatasetPaths
+    from flows.evireform import TuningOutput
 
-app = typer.Typer(add_completion=False)
+
+def _tune(paths: DatasetPaths, params: Params) -> TuningOutput:
+    """The ``robust`` and ``hybrid`` grids of ``evireform.tuning`` on ``paths``' dataset
+    (:func:`flows.evireform.run_tuning`)."""
+    from flows.evireform import run_tuning
+
+    return run_tuning(paths, params)
 
 
-@app.command()
-def main(dataset: str = typer.Option(...),
-         params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
-    def body() -> dict[str, object]:
-        from evichain.config import load_params
-        from evichain.paths import DatasetPaths
-        from flows.evireform import run_tuning
-
-        params = load_params(params_file)
-        require_tuning_dataset(params, dataset)
-        out = run_tuning(DatasetPaths(dataset), params.evireform, params.llm, params.embed,
-                         orch=params.orchestration)
-        return finish_tuning(dataset, "evireform", params, out.table, out.chosen, out.summary)
-
-    run_stage(f"tune_evireform@{dataset}", body)
-
+app = tuning_app("evireform", _tune, lambda out: out.chosen)
 
 if __name__ == "__main__":
     app()

@@ -1,5 +1,5 @@
 """CEE ``robust``'s bridge score inheritance γ (ours, issue 38): its grid on a tuning sample
-(:mod:`evichain.methods.cee.tuning`, ``flows.cee.tuning_flow``, ``stages.tune_cee``) and the
+(:mod:`evichain.methods.cee.tuning`, ``flows.cee_tuning.tuning_flow``, ``stages.tune_cee``) and the
 rule that ``params.yaml`` holds what the recorded tuning chose."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams, load_params
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams, load_params, parse_params
 from evichain.llm.scripted import set_responder
 from evichain.methods.cee.params import CEEParams, CEETuningParams, variant_params
 from evichain.methods.cee.retrieve import rank_pool
@@ -26,14 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def fake_embeddings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fixture encoder in place of the embedding service, in both CEE flow modules."""
+    """The fixture encoder in place of the embedding service, in the facet and retrieval flows."""
     import flows.cee
-    import flows.cee_tuning
+    import flows.method
     from tests.test_cee_facets import _FakeEmbedder, fake_encode
 
-    for module in (flows.cee, flows.cee_tuning):
+    for module in (flows.cee, flows.method):
         monkeypatch.setattr(module, "encode_all", lambda texts, *a, **k: fake_encode(list(texts)))
-        monkeypatch.setattr(module, "get_embedder", lambda embed: _FakeEmbedder())
+    monkeypatch.setattr(flows.method, "get_embedder", lambda embed: _FakeEmbedder())
 
 
 def test_ranked_rows_are_rank_pool_s_for_each_gamma(tmp_path: Path) -> None:
@@ -87,11 +87,13 @@ def test_tuning_flow_explores_once_and_replays(tmp_path: Path, fake_embeddings: 
 
     monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "llm.sqlite"))
     paths = write_fixture(tmp_path / "artifacts")
-    params = PARAMS.model_copy(update={"tuning": CEETuningParams(bridge_inherit=[0.0, 1.0])})
+    cee = PARAMS.model_copy(update={"tuning": CEETuningParams(bridge_inherit=[0.0, 1.0])})
     llm, orch = LLMParams(model="scripted/tune-cee", backoff_base_s=0.0), OrchestrationParams(max_workers=2)
+    params = parse_params({}).model_copy(update={"cee": cee, "llm": llm, "orchestration": orch,
+                                                 "embed": EmbedParams()})
     model = Explore()
     set_responder(model)
-    out = tuning_flow(paths, params, llm, EmbedParams(), orch)
+    out = tuning_flow(paths, params)
     n_questions = len(pd.read_parquet(paths.questions))
     assert out.summary["questions"] == n_questions and out.summary["configurations"] == 2
     assert out.table["bridge_inherit"].tolist() == [0.0, 1.0]
@@ -99,7 +101,7 @@ def test_tuning_flow_explores_once_and_replays(tmp_path: Path, fake_embeddings: 
     assert model.calls.count("initial") == n_questions              # explored once, not per γ
     assert out.chosen == choose(out.table)
     set_responder(lambda m, model: (_ for _ in ()).throw(AssertionError("LLM called")))
-    again = tuning_flow(paths, params, llm, EmbedParams(), orch)
+    again = tuning_flow(paths, params)
     assert again.summary["llm_usage"]["calls"] == 0
     pd.testing.assert_frame_equal(again.table, out.table)
 

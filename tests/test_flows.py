@@ -23,16 +23,25 @@ def tables(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_dense_flow_on_local_dask_cluster_of_two_workers(tables: tuple[Path, Path]) -> None:
-    from flows.common import with_runner
-    from flows.retrieve import dense_flow
+def test_dense_method_on_local_dask_cluster_of_two_workers(tmp_path: Path) -> None:
+    from evichain.config import parse_params
+    from evichain.paths import DatasetPaths
+    from flows.method import run_method
 
-    dask = OrchestrationParams(task_runner="dask", dask_n_workers=2)
-    threads = OrchestrationParams(task_runner="thread", max_workers=2)
-    on_dask = with_runner(dense_flow, dask)(*tables, DenseParams(top_k=3), EmbedParams(), dask)
-    on_threads = dense_flow(*tables, DenseParams(top_k=3), EmbedParams(), threads)
-    pd.testing.assert_frame_equal(on_dask[["question_id", "rank", "passage_id"]],
-                                  on_threads[["question_id", "rank", "passage_id"]])
+    paths = DatasetPaths("toy", root=tmp_path / "artifacts")
+    write_parquet(CORPUS, paths.corpus)
+    write_parquet(QUESTIONS.assign(gold_passage_ids=[["p1"], ["p3"]]), paths.questions)
+    base = parse_params({})
+    dense = base.retrieval.model_copy(update={"dense": DenseParams(top_k=3)})
+
+    def run(orch: OrchestrationParams) -> pd.DataFrame:
+        params = base.model_copy(update={"orchestration": orch, "retrieval": dense,
+                                         "embed": EmbedParams()})
+        return run_method(paths, "dense", None, params, stage="t-dense").run
+
+    on_dask = run(OrchestrationParams(task_runner="dask", dask_n_workers=2))
+    on_threads = run(OrchestrationParams(task_runner="thread", max_workers=2))
+    pd.testing.assert_frame_equal(on_dask, on_threads)
     assert on_dask.groupby("question_id").size().tolist() == [3, 3]
 
 

@@ -210,7 +210,10 @@ def index_tables() -> dict[str, pd.DataFrame]:
     facets = pd.DataFrame({"passage_id": ["d1", "d0"],
                            "facet_query": ["When did Ermengarde of Tours die?",
                                            "Who was the mother of Lothair II?"]})
-    return {"propositions": props, "entities": entities, "incidence": incidence, "facets": facets}
+    dense = pd.DataFrame({"question_id": "q1", "rank": [1, 2, 3],
+                          "passage_id": ["d0", "d1", "d2"], "score": [0.9, 0.8, 0.7]})
+    return {"propositions": props, "entities": entities, "incidence": incidence, "facets": facets,
+            "runs/dense": dense}
 
 
 def contract_respond(messages: list[dict[str, Any]], model: str) -> str:
@@ -243,7 +246,8 @@ def test_every_registered_method_builds_and_retrieves(name: str, tiny_model_dir:
         "cee": {"k_cand": 2, "k_final": 3, "top_k": 5, "rounds": 2},
     })
     method = get_method(name)
-    ctx = BuildContext(CORPUS, params, tables=index_tables(), gold=GOLD)
+    questions = pd.DataFrame({"question_id": ["q1"], "question": [QUESTION]})
+    ctx = BuildContext(CORPUS, params, tables=index_tables(), gold=GOLD, questions=questions)
     retriever = method.build(ctx)
     assert isinstance(retriever, Retriever)
     check_result(retriever.retrieve("q1", QUESTION), len(CORPUS))
@@ -256,10 +260,10 @@ def test_evireform_variants_share_one_index() -> None:
     method = get_method("evireform")
     ctx = BuildContext(CORPUS, params, tables=index_tables(), gold=GOLD)
     index = method.index(ctx)
-    for variant in ("base", "base_top", "robust"):
+    for variant in ("base", "base_top", "robust", "hybrid"):
         check_result(method.build(ctx, variant, index).retrieve("q1", QUESTION), len(CORPUS))
-    with pytest.raises(ValueError, match="no variant 'hybrid'.*known"):
-        method.build(ctx, "hybrid", index)
+    with pytest.raises(ValueError, match="no variant 'fused'.*known"):
+        method.build(ctx, "fused", index)
 
 
 # --------------------------------------------------------------------------- a new method

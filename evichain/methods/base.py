@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 from pydantic import BaseModel
 
-from evichain.methods.catalogue import BLOCK_MODULES, METHOD_MODULES
+from evichain.methods.catalogue import BLOCK_MODULES, METHOD_FAMILIES, METHOD_MODULES
 from evichain.params_base import register_block, unregister_block
 
 if TYPE_CHECKING:
@@ -199,12 +199,16 @@ class Method(ABC):
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     params_key: ClassVar[str]
-    family: ClassVar[str] = "registered"
-    """The family whose conventions name the method's stage outputs (``evireform``, ``cee``,
-    ``graph``, ``expansion``, ``iterative``, ``rerank``; ``registered`` for a plug-in)."""
     variants: ClassVar[tuple[str, ...]] = ("default",)
     default_variant: ClassVar[str | None] = None
     uses_llm: ClassVar[bool] = False
+
+    @property
+    def family(self) -> str:
+        """The family whose conventions name the method's stage outputs (``evireform``, ``cee``,
+        ``graph``, ``expansion``, ``iterative``, ``rerank``, ...), from the catalogue
+        (:data:`evichain.methods.catalogue.METHOD_FAMILIES`); ``registered`` for a plug-in."""
+        return METHOD_FAMILIES.get(self.name, "registered")
 
     def params_of(self, params: Params) -> Any:
         """The method's params block of ``params``."""
@@ -244,6 +248,10 @@ class Method(ABC):
         """The run's name in progress lines and task names: ``name`` or ``name-variant``."""
         chosen = self.check_variant(variant)
         return self.name if chosen == "default" else f"{self.name}-{chosen}"
+
+    def run_name(self, variant: str | None = None) -> str:
+        """The name of the run (and trace) table of ``variant``: :meth:`label` by default."""
+        return self.label(variant)
 
     def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,
                 results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:

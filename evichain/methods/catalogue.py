@@ -8,6 +8,10 @@ project.
   (:func:`evichain.methods.base.register`). :func:`evichain.methods.base.get_method` imports
   only the module of the name it is asked for; :func:`~evichain.methods.base.methods` imports
   them all.
+* :data:`METHOD_FAMILIES`: method name → its family, whose conventions name the method's
+  stage outputs and place it in the report (``iterative_graph``: an iterative baseline that
+  also reads the proposition index; ``registered``: named as a plug-in). A method not listed
+  here is ``registered``.
 * :data:`BLOCK_MODULES`: top-level ``params.yaml`` block of a method → its params module, whose
   import registers the block (:func:`evichain.params_base.register_block`).
   :mod:`evichain.config` knows every valid block name from here and loads a block's module by
@@ -36,6 +40,16 @@ METHOD_MODULES: dict[str, str] = {
     "evireform": "evichain.methods.evireform.method",
     "cee": "evichain.methods.cee.method",
     "hybrid": "evichain.methods.hybrid.method",
+}
+
+METHOD_FAMILIES: dict[str, str] = {
+    "bm25": "first_stage", "dense": "first_stage",
+    "listwise": "rerank", "cross_encoder": "rerank",
+    "hyde": "expansion", "query2doc": "expansion", "lamer": "expansion",
+    "ircot": "iterative", "self_ask": "iterative", "s2g_rag": "iterative",
+    "gear": "iterative_graph",
+    "hipporag2": "graph", "catrag": "graph", "proprag": "graph",
+    "evireform": "evireform", "cee": "cee", "hybrid": "registered",
 }
 
 BLOCK_MODULES: dict[str, str] = {

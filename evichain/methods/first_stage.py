@@ -1,18 +1,51 @@
 """The first-stage retrievers as methods: ``bm25`` (:mod:`evichain.retrieval.bm25`) and
 ``dense`` (φ(q)ᵀφ(d) with the embedding service), with the params blocks ``retrieval.bm25`` /
-``retrieval.dense``. The stages compute the same runs in batch (:mod:`flows.retrieve`)."""
+``retrieval.dense``.
+
+Both score questions in bulk (:class:`BatchRetriever`): the stages hand them shards of questions
+(BM25: :data:`BM25_BATCH` at a time; dense: all questions in one product, the score matrix the
+dense run has always been cut from); one question at a time gives the same rows.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from evichain.methods.base import BuildContext, FunctionRetriever, Method, QuestionResult, register, rows_of
+from evichain.methods.base import BuildContext, Method, QuestionResult, register, rows_of
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.params import BM25Params, DenseParams
 from evichain.retrieval.run import format_passages, run_from_scores
+
+BM25_BATCH = 100
+"""Questions per BM25 task."""
+
+
+class BatchRetriever:
+    """A retriever over ``search(question_ids, questions) -> run table``: :meth:`retrieve_batch`
+    scores a shard at once, :meth:`retrieve` one question; ``batch_size`` questions per task
+    (None: all)."""
+
+    def __init__(self, search: Callable[[list[str], list[str]], pd.DataFrame],
+                 batch_size: int | None, inner: Any = None) -> None:
+        self.search, self.batch_size, self.inner = search, batch_size, inner
+
+    def retrieve_batch(self, question_ids: Sequence[str], questions: Sequence[str]) -> list[QuestionResult]:
+        start = time.perf_counter()
+        ids = [str(q) for q in question_ids]
+        run = self.search(ids, [str(q) for q in questions])
+        seconds = (time.perf_counter() - start) / max(1, len(ids))
+        rows: dict[str, list[tuple[str, int, str, float]]] = {q: [] for q in ids}
+        for row in rows_of(run):
+            rows[row[0]].append(row)
+        return [QuestionResult(rows[q], {"question_id": q}, {"compute": seconds}) for q in ids]
+
+    def retrieve(self, question_id: str, question: str) -> QuestionResult:
+        return self.retrieve_batch([question_id], [question])[0]
 
 
 @register
@@ -26,17 +59,10 @@ class BM25(Method):
     def index(self, ctx: BuildContext, variant: str | None = None) -> BM25Index:
         return BM25Index(ctx.corpus, self.params_of(ctx.params))
 
-    def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> FunctionRetriever:
+    def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> BatchRetriever:
         self.check_variant(variant)
         bm25: BM25Index = index if index is not None else self.index(ctx)
-
-        def retrieve(question_id: str, question: str) -> QuestionResult:
-            start = time.perf_counter()
-            rows = rows_of(bm25.search([question_id], [question]))
-            return QuestionResult(rows, {"question_id": question_id},
-                                  {"compute": time.perf_counter() - start})
-
-        return FunctionRetriever(retrieve, bm25)
+        return BatchRetriever(bm25.search, BM25_BATCH, bm25)
 
 
 @register
@@ -51,19 +77,14 @@ class Dense(Method):
         params = self.params_of(ctx.params)
         return ctx.encoder()(format_passages(ctx.corpus, params.passage_format))
 
-    def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> FunctionRetriever:
+    def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> BatchRetriever:
         self.check_variant(variant)
         params = self.params_of(ctx.params)
         vectors = index if index is not None else self.index(ctx)
         ids = ctx.corpus["passage_id"].tolist()
         encode = ctx.encoder()
 
-        def retrieve(question_id: str, question: str) -> QuestionResult:
-            start = time.perf_counter()
-            q = encode([question])
-            encoded = time.perf_counter()
-            rows = rows_of(run_from_scores([question_id], q @ vectors.T, ids, params.top_k))
-            return QuestionResult(rows, {"question_id": question_id},
-                                  {"encode": encoded - start, "compute": time.perf_counter() - encoded})
+        def search(question_ids: list[str], questions: list[str]) -> pd.DataFrame:
+            return run_from_scores(question_ids, encode(questions) @ vectors.T, ids, params.top_k)
 
-        return FunctionRetriever(retrieve, vectors)
+        return BatchRetriever(search, None, vectors)

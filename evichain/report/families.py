@@ -16,9 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-# Kept in step with evichain.report.main_report.NO_RANKING (a test checks they agree); defined
-# here so this module imports nothing of the report.
-ITERATIVE: frozenset[str] = frozenset({"ircot", "self_ask", "s2g_rag", "gear"})
+from evichain.methods.catalogue import METHOD_FAMILIES
+
+
+def _of(*families: str) -> tuple[str, ...]:
+    """The catalogue's methods of ``families``, in catalogue order."""
+    return tuple(m for m, f in METHOD_FAMILIES.items() if f in families)
+
+
+ITERATIVE: frozenset[str] = frozenset(_of("iterative", "iterative_graph"))
+"""The iterative methods (the catalogue's ``iterative`` families): evidence sets, not rankings."""
 
 OURS: tuple[str, ...] = ("evireform-robust", "evireform-hybrid", "cee-robust", "evireform-fused",
                          "seeds-fused")
@@ -39,16 +46,16 @@ COLOUR: dict[str, str] = {  # Okabe-Ito
     "other": "#7F7F7F"}
 
 KNOWN: dict[str, tuple[str, ...]] = {
-    "first-stage": ("bm25", "dense"),
-    "rerank": ("rerank-listwise", "rerank-cross_encoder"),
-    "expansion": ("hyde", "query2doc", "lamer"),
-    "graph": ("hipporag2", "catrag", "proprag"),
+    "first-stage": _of("first_stage"),
+    "rerank": tuple(f"rerank-{m}" for m in _of("rerank")),
+    "expansion": _of("expansion"),
+    "graph": _of("graph"),
     "EviReform": ("evireform-base", "evireform-prop_only", "evireform-reform_only", "evireform-full",
                   "evireform-residual_only", "evireform-repeat_question", "evireform-reorder",
                   "evireform-rounds3", "evireform-base_top", "evireform-prop_only_top"),
     "CEE": ("cee-full", "cee-no_coverage", "cee-no_contrastive", "cee-no_sequential"),
     "ours": OURS,
-    "iterative": ("ircot", "self_ask", "s2g_rag", "gear"),
+    "iterative": _of("iterative", "iterative_graph"),
 }
 
 LINESTYLES: tuple[object, ...] = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))

@@ -16,6 +16,7 @@ import pandas as pd
 from evichain.io import read_json
 from evichain.metrics.bootstrap import bootstrap_table
 from evichain.report.ablations import CEE_CONTRASTS, EVIREFORM_CELLS, cee_section, evireform_section
+from evichain.report.families import ITERATIVE
 from evichain.report.tables import (ci_text, definitions_markdown, render_bootstrap_markdown,
                                     render_markdown, render_plain_markdown)
 
@@ -25,7 +26,7 @@ RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file s
 # Iterative methods return evidence, not a ranking: the paper's Table 1 prints their recall as
 # N/A. Their runs (passages in order of first retrieval) are still evaluated and shown in
 # reports/retrieval.md, marked as first-retrieval order.
-NO_RANKING: frozenset[str] = frozenset({"ircot", "self_ask", "s2g_rag", "gear"})
+NO_RANKING: frozenset[str] = ITERATIVE
 
 
 def method_sections(metrics: Metrics, per_q: Mapping[str, Mapping[str, pd.DataFrame]],

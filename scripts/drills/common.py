@@ -113,7 +113,9 @@ def drill_env(work: Path, calls: Path, *, cache: Path, checkpoints: Path,
 # --------------------------------------------------------------------------- running stages
 STAGES = {"prepare": "stages.prepare", "retrieve": "stages.retrieve", "evaluate": "stages.evaluate",
           "extract": "stages.extract_propositions", "canonicalize": "stages.canonicalize_entities",
-          "retrieve_evireform": "stages.retrieve_evireform", "read": "stages.read"}
+          "retrieve_evireform": "stages.retrieve_method", "read": "stages.read"}
+STAGE_ARGS = {"retrieve_evireform": ("--method", "evireform")}
+"""Options a drill stage always gets (the stage module serves several methods)."""
 
 
 @dataclass
@@ -163,7 +165,8 @@ def run_inprocess(stage: str, args: Sequence[str], work: Path, env: dict[str, st
     _forget_clients()
     start = time.perf_counter()
     with patched_env(env, drop=[k for k in drop_env if k not in env]), chdir(work):
-        result = CliRunner().invoke(module.app, list(args), catch_exceptions=False)
+        result = CliRunner().invoke(module.app, [*STAGE_ARGS.get(stage, ()), *args],
+                                    catch_exceptions=False)
     _forget_clients()
     return StageResult(result.exit_code, result.output, time.perf_counter() - start,
                        result.stderr)
@@ -197,7 +200,7 @@ def start_stage(stage: str, args: Sequence[str], work: Path, env: dict[str, str]
     ``instrument``: with the LLM cache's lookups and stores logged."""
     fh = open(log, "wb")
     head = [PYTHON, "-c", _INSTRUMENTED] if instrument else [PYTHON, "-m"]
-    return subprocess.Popen([*head, STAGES[stage], *args], cwd=work,
+    return subprocess.Popen([*head, STAGES[stage], *STAGE_ARGS.get(stage, ()), *args], cwd=work,
                             env=subprocess_env(env), stdout=fh, stderr=subprocess.STDOUT,
                             start_new_session=True)
 

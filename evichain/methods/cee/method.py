@@ -60,7 +60,6 @@ class CEE(Method):
     variants = tuple(sorted(VARIANTS))
     default_variant = "full"
     uses_llm = True
-    family = "cee"
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         """The LLM facet table, unless the variant uses the LLM-free sentence facets."""

@@ -82,7 +82,6 @@ class EviReform(Method):
     variants = tuple(sorted([*VARIANTS, *OURS]))
     default_variant = "full"
     uses_llm = True
-    family = "evireform"
     retriever_cls: ClassVar[type[EviReformRetriever]] = EviReformRetriever
     """The retriever :meth:`build` makes (the hybrid subclass swaps in its own)."""
 

@@ -37,10 +37,15 @@ def hybrid_grid(t: TuningParams, robust: dict[str, Any]) -> list[dict[str, Any]]
             for v in itertools.product(t.coverage_pool, t.coverage_weight)]
 
 
+def with_robust(params: EviReformParams, config: dict[str, Any]) -> EviReformParams:
+    """``params`` with ``config`` merged into its ``robust`` block (validated)."""
+    block = RobustParams.model_validate({**params.robust.model_dump(), **config})
+    return params.model_copy(update={"robust": block})
+
+
 def config_params(params: EviReformParams, variant: str, config: dict[str, Any]) -> EviReformParams:
     """The settings of ``variant`` (robust | hybrid) with ``config`` as its ``robust`` block."""
-    block = RobustParams.model_validate({**params.robust.model_dump(), **config})
-    return variant_params(params.model_copy(update={"robust": block}), variant)
+    return variant_params(with_robust(params, config), variant)
 
 
 def objective_value(per_q: pd.DataFrame, metrics: Sequence[str]) -> float:

@@ -45,7 +45,6 @@ class _Expansion(Method):
     Params = ExpansionParams
     params_key = "expansion"
     uses_llm = True
-    family = "expansion"
 
     def index(self, ctx: BuildContext, variant: str | None = None) -> CorpusSearch:
         """BM25 and/or dense passage vectors, whichever the method queries."""

@@ -70,7 +70,6 @@ def index_statistics(name: str, index: Any) -> dict[str, Any]:
 class _Graph(Method):
     Params = GraphParams
     params_key = "graph"
-    family = "graph"
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         """PropRAG: the proposition tables; HippoRAG 2 / CatRAG: the LLM OpenIE triples when

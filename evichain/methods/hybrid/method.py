@@ -15,5 +15,4 @@ class Hybrid(EviReform):
     name = "hybrid"
     variants = ("hybrid",)
     default_variant = "hybrid"
-    family = "registered"  # its outputs are named as a plug-in's (the EviReform variant is evireform-hybrid)
     retriever_cls = HybridRetriever

@@ -39,7 +39,6 @@ class _Iterative(Method):
     Params = IterativeParams
     params_key = "iterative"
     uses_llm = True
-    family = "iterative"
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         """GeAR reads the proposition tables (its entity graph); the others none."""

@@ -28,10 +28,14 @@ FIRST_STAGE = "runs/dense"
 class _Rerank(Method):
     Params = RerankParams
     params_key = "rerank"
-    family = "rerank"
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         return (FIRST_STAGE,)
+
+    def run_name(self, variant: str | None = None) -> str:
+        """``rerank-<name>`` (a reranked run beside the first-stage runs)."""
+        self.check_variant(variant)
+        return f"rerank-{self.name}"
 
     def index(self, ctx: BuildContext, variant: str | None = None) -> Pools:
         """The pool of every question of ``ctx.questions``."""
