@@ -1,8 +1,13 @@
-"""The ``evichain`` command: LLM cache tools, a params check and report tools.
+"""The ``evichain`` command's library chores: LLM cache tools, a params check, the method
+listing and report tools.
 
 DVC stages are the way to run the pipeline (``dvc repro``); this command holds the chores
-around it that a user runs by hand:
+around it that a user runs by hand (``evichain run``, which runs one method on a user's own
+files through the flows, is added by :mod:`flows.cli`, the console entry point):
 
+* ``evichain methods [--params PATH]``: every registered method with its family, variants,
+  whether it calls an LLM at query time, and the index tables its default variant reads
+  (those an LLM builds under the params marked).
 * ``evichain cache stats``: rows and tokens per prompt in the LLM cache.
 * ``evichain cache import FILE...``: copy a recorded cache (e.g. ``reproduce/*.sqlite``) into
   the LLM cache, so that a stage re-run on this machine repeats none of the recorded calls. A
@@ -31,11 +36,11 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from evichain.config import ParamsError, load_params
+from evichain.config import ParamsError, load_params, parse_params
 from evichain.llm.cache import LLMCache, default_cache_path, read_summary
 
-app = typer.Typer(help="evichain: LLM cache tools, a params check and report tools "
-                       "(run stages with dvc repro).",
+app = typer.Typer(help="evichain: run a method on your own data, list the methods, LLM cache "
+                       "tools, a params check and report tools (the pipeline runs with dvc repro).",
                   no_args_is_help=True, add_completion=False)
 cache_app = typer.Typer(help="Inspect, import and export the LLM response cache.",
                         no_args_is_help=True)
@@ -112,6 +117,73 @@ def cache_export(
     typer.echo(f"{dest}: {written} responses from {store.path}")
 
 
+_LLM_TABLES: tuple[tuple[str, str, str, str], ...] = (
+    ("propositions", "evireform", "index.extractor", "index.extractor_by_dataset"),
+    ("triples", "graph", "openie", "openie_by_dataset"),
+    ("facets", "cee", "facets.source", ""),
+)
+"""Index tables an LLM may build: table, params block, the setting (``llm`` = an LLM builds it)
+and its per-dataset overrides."""
+
+
+def _setting(block: object, dotted: str) -> object:
+    for part in dotted.split("."):
+        block = getattr(block, part)
+    return block
+
+
+def llm_built_tables(params: object) -> dict[str, str]:
+    """Table → why an LLM builds it under ``params`` (``evireform.index.extractor: llm``, with
+    the datasets whose override says otherwise), for the tables of :data:`_LLM_TABLES`."""
+    built: dict[str, str] = {}
+    for table, key, setting, by_dataset in _LLM_TABLES:
+        block = params.block(key)  # type: ignore[attr-defined]
+        if _setting(block, setting) != "llm":
+            continue
+        note = f"{key}.{setting}: llm"
+        others = {d: v for d, v in (_setting(block, by_dataset) if by_dataset else {}).items()
+                  if v != "llm"}
+        if others:
+            note += " (" + "; ".join(f"{v} on {', '.join(sorted(d for d in others if others[d] == v))}"
+                                     for v in sorted(set(others.values()))) + ")"
+        built[table] = note
+    return built
+
+
+@app.command("methods")
+def list_methods(params_file: Annotated[Path, typer.Option(
+        "--params", help="params file the tables are read under")] = Path("params.yaml"),
+                 ) -> None:
+    """List the methods: family, LLM use, index tables read and variants."""
+    from evichain.methods.base import methods
+
+    try:
+        default_missing = params_file == Path("params.yaml") and not params_file.exists()
+        params = parse_params({}) if default_missing else load_params(params_file)
+        llm_tables = llm_built_tables(params)
+        rows = []
+        for m in methods().values():
+            default = m.check_variant(None)
+            tables = [f"{t} (LLM)" if t in llm_tables else t for t in m.tables(params, default)]
+            variants = ", ".join(f"{v}*" if v == default and len(m.variants) > 1 else v
+                                 for v in m.variants)
+            rows.append((m.name, m.family, "yes" if m.uses_llm else "no",
+                         ", ".join(tables) or "-", variants))
+    except (ParamsError, FileNotFoundError) as exc:
+        _fail(exc)
+    head = ("method", "family", "LLM", "index tables (default variant)", "variants (* default)")
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(4)]
+    for row in (head, *rows):
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+    source = "the default params (no params.yaml here)" if default_missing else params_file
+    typer.echo(f"LLM: the method calls an LLM at query time. (LLM): an LLM builds the table "
+               f"under {source}:")
+    for table, note in llm_tables.items():
+        typer.echo(f"  {table}: {note}")
+    if not llm_tables:
+        typer.echo("  none")
+
+
 @params_app.command("check")
 def params_check(path: Annotated[Path, typer.Argument(help="params file")] = Path("params.yaml"),
                  ) -> None:
@@ -185,8 +257,10 @@ def sensitivity(
     params_file: Annotated[Path, typer.Option("--params", help="params file (defaults marked)")
                            ] = Path("params.yaml"),
 ) -> None:
-    """Sensitivity lines of the one-at-a-time sweep (README "Parameters"): writes
-    reports/plots/sensitivity.csv and reports/sensitivity/<metric>.png."""
+    """Plot the one-at-a-time dvc exp sweep's sensitivity lines.
+
+    Reads `dvc exp show --json` (README "Parameters") and writes reports/plots/sensitivity.csv
+    and reports/sensitivity/<metric>.png."""
     from evichain.report.sensitivity_lines import write_sensitivity
 
     if show_json is None:

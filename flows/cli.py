@@ -1,6 +1,7 @@
-"""The ``evichain`` console command: the library's chores (:mod:`evichain.cli`: ``cache``,
-``params``) plus ``run``, which runs one registered method on a user's own files through the
-flows (:mod:`flows.user`). It lives here, not in the library, because ``run`` orchestrates
+"""The ``evichain`` console command: the library's chores (:mod:`evichain.cli`: ``methods``,
+``cache stats|import|export``, ``params check``, ``compare-methods``, ``qa-traces``,
+``sensitivity``) plus ``run``, which runs one registered method on a user's own files through
+the flows (:mod:`flows.user`). ``run`` lives here, not in the library, because it orchestrates
 flows: dependencies point one way (library ← flows ← stages / this command).
 
 ``evichain run --method dense --corpus my.jsonl --questions q.jsonl --gold gold.jsonl``
@@ -68,15 +69,6 @@ def run(
         typer.echo(f"metrics: {json.dumps(shown, sort_keys=True)}")
     else:
         typer.echo("no gold passages given: ranking only (add --gold or a \"gold\" field for metrics)")
-
-
-@app.command("methods")
-def list_methods() -> None:
-    """The registered methods, their params block and variants."""
-    from evichain.methods.base import methods
-
-    for m in methods().values():
-        typer.echo(f"{m.name:14s} params: {m.params_key:16s} variants: {', '.join(m.variants)}")
 
 
 if __name__ == "__main__":

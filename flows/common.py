@@ -1,19 +1,27 @@
-"""Shared flow plumbing: the task runner switch, sharding and progress reporting.
+"""Shared flow plumbing: the task runner switch, sharding, progress reporting and run names.
 
 ``orchestration.task_runner`` selects Prefect's thread pool (default) or a Dask cluster via
 prefect-dask: ``dask_address`` connects to a running scheduler (``tcp://host:8786``), and
 without an address a local cluster of ``dask_n_workers`` processes is started for the run.
 Progress is shown twice: a Prefect progress artifact (visible in the UI when a server runs)
-and the flow's log lines.
+and the flow's log lines (count, percentage, elapsed time, rate and ETA).
+
+A flow started through :func:`with_runner` is named and tagged by its caller: explicitly, or
+from ``$EVICHAIN_FLOW_RUN_NAME`` and ``$EVICHAIN_FLOW_RUN_TAGS`` (comma-separated), which the
+stages set for the run of their body (``stages._common.run_stage``: ``<stage>@<item>`` and
+``stage:``, ``dataset:``, ``method:``, ``variant:`` tags). The environment carries them so
+that a stage needs no import of this module (nor of Prefect) to name its flows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from prefect import get_run_logger
+from prefect import get_run_logger, tags
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -21,6 +29,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from evichain.config import OrchestrationParams
 
 T = TypeVar("T")
+
+RUN_NAME_ENV = "EVICHAIN_FLOW_RUN_NAME"
+RUN_TAGS_ENV = "EVICHAIN_FLOW_RUN_TAGS"
 
 
 def task_runner(orch: OrchestrationParams) -> Any:
@@ -46,24 +57,85 @@ def shard_size(n: int, workers: int, per_worker: int = 4, minimum: int = 16) -> 
     return max(minimum, math.ceil(n / max(1, workers * per_worker)))
 
 
-class Progress:
-    """Progress of a fan-out, reported as a Prefect artifact and as log lines (every ~10%)."""
+def format_duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
-    def __init__(self, total: int, label: str) -> None:
+
+def format_rate(done: int, elapsed: float, unit: str = "item") -> str:
+    """``12.5 items/s`` when at least one item a second goes by, else ``3.2 s/item``."""
+    if done <= 0 or elapsed <= 0:
+        return f"- {unit}s/s"
+    per_second = done / elapsed
+    if per_second >= 1:
+        return f"{per_second:.0f} {unit}s/s" if per_second >= 100 else f"{per_second:.1f} {unit}s/s"
+    per_item = elapsed / done
+    return f"{per_item:.0f} s/{unit}" if per_item >= 100 else f"{per_item:.1f} s/{unit}"
+
+
+class Progress:
+    """Progress of a fan-out, reported as a Prefect artifact and as log lines such as
+    ``extract propositions (passages): 30/120 (25%), 1m05s elapsed, 2.2 s/passage, ETA 3m15s``.
+
+    A line is logged on the :meth:`advance` that completes another ``every_pct`` percent or
+    comes ``every_s`` seconds after the last line, whichever is first, but never within
+    ``min_gap_s`` of the last line (the line of the last item always). ``clock`` (seconds,
+    monotonic) and ``log`` (one formatted line) are injectable for tests; by default the flow's
+    run logger.
+    """
+
+    every_pct = 10.0
+    every_s = 30.0
+    min_gap_s = 1.0
+
+    def __init__(self, total: int, label: str, *, unit: str = "item",
+                 clock: Callable[[], float] = time.monotonic,
+                 log: Callable[[str], None] | None = None) -> None:
         self.total = max(1, total)
         self.label = label
+        self.unit = unit
         self.done = 0
-        self._last_pct = -10
+        self._clock = clock
+        self._log = log
+        self._start = clock()
+        self._last_time = self._start
+        self._last_pct = 0.0
         self._artifact = _safe(create_progress_artifact, progress=0.0, description=label)
+
+    def line(self, now: float | None = None) -> str:
+        """The progress line as of ``now`` (default: the clock's time)."""
+        elapsed = (self._clock() if now is None else now) - self._start
+        pct = 100.0 * self.done / self.total
+        if self.done >= self.total:
+            eta = "done"
+        elif self.done > 0 and elapsed > 0:
+            eta = "ETA " + format_duration(elapsed / self.done * (self.total - self.done))
+        else:
+            eta = "ETA ?"
+        return (f"{self.label}: {self.done}/{self.total} ({pct:.0f}%), "
+                f"{format_duration(elapsed)} elapsed, {format_rate(self.done, elapsed, self.unit)}, "
+                f"{eta}")
 
     def advance(self, n: int = 1) -> None:
         self.done += n
         pct = 100.0 * self.done / self.total
         if self._artifact is not None:
             _safe(update_progress_artifact, artifact_id=self._artifact, progress=pct)
-        if pct - self._last_pct >= 10 or self.done >= self.total:
-            self._last_pct = pct
-            get_run_logger().info("%s: %d/%d (%.0f%%)", self.label, self.done, self.total, pct)
+        now = self._clock()
+        since = now - self._last_time
+        due = pct - self._last_pct >= self.every_pct or since >= self.every_s
+        if self.done >= self.total or (due and since >= self.min_gap_s):
+            self._last_pct, self._last_time = pct, now
+            text = self.line(now)
+            if self._log is not None:
+                self._log(text)
+            else:
+                get_run_logger().info("%s", text)
 
 
 def collect(futures: Sequence[Any], label: str, sizes: Sequence[int] | None = None) -> list[Any]:
@@ -87,6 +159,30 @@ def _safe(fn: Any, **kwargs: Any) -> Any:
         return None
 
 
-def with_runner(flow_obj: Any, orch: OrchestrationParams) -> Any:
-    """``flow_obj`` bound to the task runner that ``orchestration`` params select."""
-    return flow_obj.with_options(task_runner=task_runner(orch))
+def run_labels() -> tuple[str | None, tuple[str, ...]]:
+    """The flow-run name and tags the environment asks for (see the module docstring)."""
+    name = os.environ.get(RUN_NAME_ENV) or None
+    tag_list = tuple(t.strip() for t in os.environ.get(RUN_TAGS_ENV, "").split(",") if t.strip())
+    return name, tag_list
+
+
+def with_runner(flow_obj: Any, orch: OrchestrationParams, run_name: str | None = None,
+                run_tags: Sequence[str] | None = None) -> Any:
+    """``flow_obj`` bound to the task runner that ``orchestration`` params select, its runs
+    named ``run_name`` and tagged ``run_tags`` (default: :func:`run_labels`; unnamed and
+    untagged when neither says)."""
+    env_name, env_tags = run_labels()
+    name = run_name if run_name is not None else env_name
+    chosen_tags = tuple(run_tags) if run_tags is not None else env_tags
+    options: dict[str, Any] = {"task_runner": task_runner(orch)}
+    if name:
+        options["flow_run_name"] = lambda: name  # a callable: no str.format of the name
+    bound = flow_obj.with_options(**options)
+    if not chosen_tags:
+        return bound
+
+    def tagged(*args: Any, **kwargs: Any) -> Any:
+        with tags(*chosen_tags):
+            return bound(*args, **kwargs)
+
+    return tagged

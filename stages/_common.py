@@ -91,19 +91,67 @@ class _QuietInputErrors(logging.Filter):
         return not any(mark in text for mark in self.marks)
 
 
-def run_stage(name: str, body: Callable[[], dict[str, Any] | None]) -> None:
-    """Run a stage body; print a one-line summary, or a clear error and exit 2."""
+# Read by flows.common.with_runner (kept apart so that a stage imports no flow module to
+# name its flow runs: the stages' source deps stay what they import).
+_RUN_NAME_ENV = "EVICHAIN_FLOW_RUN_NAME"
+_RUN_TAGS_ENV = "EVICHAIN_FLOW_RUN_TAGS"
+_VARIANT_STAGES = ("retrieve_evireform", "retrieve_cee", "tune_evireform", "tune_cee")
+"""Stages whose label item is ``<dataset>-<variant>`` of the method their name ends with."""
+
+
+def stage_tags(name: str, tags: dict[str, str] | None = None) -> dict[str, str]:
+    """Flow-run tags of the stage labelled ``name`` (``<stage>@<dataset>[-<run>]``): ``stage``,
+    ``dataset``, and ``method`` / ``variant`` read from the run (``<method>[-<variant>]``,
+    ``rerank-<method>``; a ``-qa`` suffix of ``evaluate`` is ``kind: qa``; the item of
+    ``retrieve_evireform@demo-full`` is a variant of ``evireform``). ``tags`` win."""
+    stage, _, item = name.partition("@")
+    found: dict[str, str] = {"stage": stage}
+    dataset, _, run = item.partition("-")
+    if dataset:
+        found["dataset"] = dataset
+    parts = run.split("-") if run else []
+    if stage.startswith("evaluate") and parts[-1:] == ["qa"]:
+        found["kind"], parts = "qa", parts[:-1]
+    if stage in _VARIANT_STAGES:
+        found["method"] = stage.split("_", 1)[1]
+        parts = ["", *parts] if parts else []
+    elif parts[:1] == ["rerank"] and len(parts) > 1:
+        parts = parts[1:]
+    if parts:
+        if parts[0]:
+            found["method"] = parts[0]
+        if len(parts) > 1:
+            found["variant"] = "-".join(parts[1:])
+    return {**found, **(tags or {})}
+
+
+def run_stage(name: str, body: Callable[[], dict[str, Any] | None],
+              tags: dict[str, str] | None = None) -> None:
+    """Run a stage body; print a one-line summary, or a clear error and exit 2.
+
+    The flow runs the body starts through ``flows.common.with_runner`` are named ``name`` and
+    tagged ``key:value`` with :func:`stage_tags` (``tags`` add to or override the tags read
+    from the label)."""
     start = time.perf_counter()
     quiet = None if os.environ.get("EVICHAIN_TRACEBACKS") == "1" else _QuietInputErrors()
     if quiet is not None:
         for logger in _RUN_LOGGERS:
             logging.getLogger(logger).addFilter(quiet)
+    labels = {_RUN_NAME_ENV: name,
+              _RUN_TAGS_ENV: ",".join(f"{k}:{v}" for k, v in stage_tags(name, tags).items())}
+    saved = {key: os.environ.get(key) for key in labels}
+    os.environ.update(labels)
     try:
         summary = body() or {}
     except (ParamsError, FileNotFoundError, ValueError, RuntimeError) as exc:
         print(f"[{name}] error: {exc}", file=sys.stderr)
         sys.exit(2)
     finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         if quiet is not None:
             for logger in _RUN_LOGGERS:
                 logging.getLogger(logger).removeFilter(quiet)

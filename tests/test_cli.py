@@ -137,3 +137,64 @@ def test_params_check_names_the_bad_key(tmp_path: Path) -> None:
     assert "iterative.s2g_rag.max_turnz" in result.output
     good = runner.invoke(app, ["params", "check", "params.yaml"])
     assert good.exit_code == 0, good.output
+
+
+def _methods_table(output: str) -> dict[str, list[str]]:
+    """Rows of `evichain methods` by method: family, LLM, tables (columns split on 2+ spaces)."""
+    import re
+
+    lines = output.split("\nLLM: ")[0].splitlines()[1:]
+    return {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line) for line in lines)}
+
+
+def test_methods_lists_family_llm_use_and_index_tables_under_the_params(tmp_path: Path) -> None:
+    from evichain.methods.base import methods
+    from evichain.methods.catalogue import METHOD_FAMILIES
+
+    shipped = runner.invoke(app, ["methods", "--params", str(Path(__file__).parents[1] / "params.yaml")])
+    assert shipped.exit_code == 0, shipped.output
+    rows = _methods_table(shipped.output)
+    assert set(rows) == set(methods())
+    for name, method in methods().items():
+        assert rows[name][:2] == [METHOD_FAMILIES.get(name, "registered"),
+                                  "yes" if method.uses_llm else "no"]
+    assert rows["bm25"][2] == "-" and rows["proprag"][1] == "no"
+    assert rows["evireform"][2] == "propositions (LLM), entities, incidence"
+    assert rows["evireform"][3].split(", ")[2] == "full*"
+    assert rows["hipporag2"][2] == "triples (LLM)" and rows["cee"][2] == "facets (LLM)"
+    assert "propositions: evireform.index.extractor: llm (sentences on" in shipped.output
+    assert "triples: graph.openie: llm" in shipped.output
+    assert "facets: cee.facets.source: llm" in shipped.output
+
+    llm_free = tmp_path / "params.yaml"
+    llm_free.write_text("evireform: {index: {extractor: sentences}}\ngraph: {openie: propositions}\n"
+                        "cee: {facets: {source: sentences}}\n", encoding="utf-8")
+    result = runner.invoke(app, ["methods", "--params", str(llm_free)])
+    assert result.exit_code == 0, result.output
+    rows = _methods_table(result.output)
+    assert rows["evireform"][2] == "propositions, entities, incidence"
+    assert rows["hipporag2"][2] == "propositions, entities, incidence"
+    assert rows["cee"][2] == "-"
+    assert result.output.rstrip().endswith("none")
+    assert all(line.split() for line in result.output.splitlines())  # no blank line
+
+
+def test_methods_without_a_params_file_reads_the_defaults(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["methods"])
+    assert result.exit_code == 0, result.output
+    assert "under the default params (no params.yaml here)" in result.output
+    assert _methods_table(result.output)["evireform"][2] == "propositions (LLM), entities, incidence"
+    missing = runner.invoke(app, ["methods", "--params", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2 and "nope.yaml" in missing.output
+
+
+def test_help_lists_every_command_with_a_one_line_description() -> None:
+    import flows.cli  # noqa: F401  (adds `run` to the app, as the console command does)
+
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0, result.output
+    for command in ("run", "methods", "cache", "params", "compare-methods", "qa-traces",
+                    "sensitivity"):
+        assert f"│ {command} " in result.output, command
