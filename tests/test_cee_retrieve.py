@@ -1,5 +1,6 @@
 """CEE online retrieval with scripted probe/summary replies: rounds of Eq. 1, summaries, stop
-reasons, the variants (Table 2), run and trace tables, the flow's zero-call warm re-run, the two
+reasons, the variants (Table 2), run and trace tables, the zero-call warm re-run of the one
+retrieval flow (:mod:`flows.method`), the two
 stages end to end on a fixture dataset, the shared scripted fixture's CEE branches, and
 PROMPTS.md and docs/reference.md (the README's reference) kept in sync with the prompt texts."""
 
@@ -152,12 +153,15 @@ def _facets(paths: Any) -> None:
 
 
 def test_flow_tables_and_warm_rerun_makes_no_llm_calls(tmp_path: Path, fake_embeddings: None) -> None:
-    from flows.cee import retrieval_flow
+    from evichain.config import parse_params
+    from flows.method import retrieval_flow
 
     paths = write_fixture(tmp_path / "artifacts")
     _facets(paths)
-    args = (paths, PARAMS, LLMParams(model="scripted/flow", backoff_base_s=0.0), EmbedParams(),
-            OrchestrationParams(max_workers=2))
+    params = parse_params({}).model_copy(update={
+        "cee": PARAMS, "llm": LLMParams(model="scripted/flow", backoff_base_s=0.0),
+        "embed": EmbedParams(), "orchestration": OrchestrationParams(max_workers=2)})
+    args = (paths, "cee", None, params, "retrieve_cee")
     set_responder(Explore())
     first = retrieval_flow(*args)
     assert first.run.groupby("question_id").size().max() <= 5
@@ -173,7 +177,7 @@ def test_flow_tables_and_warm_rerun_makes_no_llm_calls(tmp_path: Path, fake_embe
 def test_stages_write_their_tables(tmp_path: Path, fake_embeddings: None,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from stages.generate_facets import app as facets_app
-    from stages.retrieve_cee import app as retrieve_app
+    from stages.retrieve_method import app as retrieve_app
 
     write_fixture(tmp_path / "artifacts")
     monkeypatch.chdir(tmp_path)
@@ -190,14 +194,14 @@ def test_stages_write_their_tables(tmp_path: Path, fake_embeddings: None,
     assert "estimate: facet generation with scripted/stage: 6 LLM calls" in out.output
     status = read_parquet("artifacts/fx/facet_status.parquet")
     assert len(status) == 6 and (status["status"] == "ok").all()
-    out = CliRunner().invoke(retrieve_app, ["--dataset", "fx", "--variant", "no_coverage"])
+    out = CliRunner().invoke(retrieve_app, ["--dataset", "fx", "--method", "cee", "--variant", "no_coverage"])
     assert out.exit_code == 0, out.output
     run = read_parquet("artifacts/fx/runs/cee-no_coverage.parquet")
     assert list(run.columns) == ["question_id", "rank", "passage_id", "score"]
     assert len(read_parquet("artifacts/fx/traces/cee-no_coverage.parquet")) == 2
     assert read_json("artifacts/fx/usage/retrieve_cee-no_coverage.json")["variant"] == "no_coverage"
-    bad = CliRunner().invoke(retrieve_app, ["--dataset", "fx", "--variant", "nope"])
-    assert bad.exit_code == 2 and "unknown CEE variant 'nope'" in bad.output
+    bad = CliRunner().invoke(retrieve_app, ["--dataset", "fx", "--method", "cee", "--variant", "nope"])
+    assert bad.exit_code == 2 and "method 'cee' has no variant 'nope'" in bad.output
 
 
 # --------------------------------------------------------------------------- prompts
@@ -222,8 +226,12 @@ def test_prompt_docs_hold_every_prompt_text(doc_path: str) -> None:
 
 @pytest.fixture
 def fake_embeddings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake encoder for the facets flow (``flows.cee``) and the retrieval flow
+    (``flows.method``: bulk in the flow thread, the embedder inside tasks)."""
     from tests.test_cee_facets import _FakeEmbedder
     import flows.cee
+    import flows.method
 
     monkeypatch.setattr(flows.cee, "encode_all", lambda texts, *a, **k: fake_encode(list(texts)))
-    monkeypatch.setattr(flows.cee, "get_embedder", lambda embed: _FakeEmbedder())
+    monkeypatch.setattr(flows.method, "encode_all", lambda texts, *a, **k: fake_encode(list(texts)))
+    monkeypatch.setattr(flows.method, "get_embedder", lambda embed: _FakeEmbedder())

@@ -1,6 +1,6 @@
 """End-to-end EviReform retrieval on a tiny corpus: sentence index, canonicalised entities,
-the real MiniLM embedder (``EmbedParams()``), the scripted LLM, every variant, the flow's run
-and trace tables, zero LLM calls on a warm re-run, and the pool-coverage tables."""
+the real MiniLM embedder (``EmbedParams()``), the scripted LLM, every variant, the run and
+trace tables of the one retrieval flow (:mod:`flows.method`), zero LLM calls on a warm re-run, and the pool-coverage tables."""
 
 from __future__ import annotations
 
@@ -134,12 +134,16 @@ def write_toy_dataset(tmp_path: Path) -> DatasetPaths:
 
 
 def test_flow_tables_and_warm_rerun_makes_no_llm_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.evireform import retrieval_flow
+    from evichain.config import parse_params
+    from flows.method import retrieval_flow
 
     monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "llm.sqlite"))
     paths = write_toy_dataset(tmp_path)
-    args = (paths, EviReformParams(top_k=5), LLMParams(model="scripted/flow", backoff_base_s=0.0),
-            EmbedParams(), OrchestrationParams(max_workers=2))
+    params = parse_params({}).model_copy(update={
+        "evireform": EviReformParams(top_k=5), "embed": EmbedParams(),
+        "llm": LLMParams(model="scripted/flow", backoff_base_s=0.0),
+        "orchestration": OrchestrationParams(max_workers=2)})
+    args = (paths, "evireform", "full", params, "retrieve_evireform")
     set_responder(respond)
     first = retrieval_flow(*args)
     assert first.summary["llm_usage"]["calls"] == 4                       # 2 × (select + reformulate)

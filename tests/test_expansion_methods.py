@@ -1,7 +1,8 @@
 """HyDE, query2doc and LameR on a tiny corpus with a scripted LLM and real MiniLM embeddings:
 the HyDE vector is the mean (numerically), per-sample seeds give one cache key per sample,
 query2doc's query construction, LameR's two BM25 passes, partial and total generation failures
-(fallback to the question alone only as ``on_all_failed`` says), and the flow's summary."""
+(fallback to the question alone only as ``on_all_failed`` says), and the summary of the one
+retrieval flow (:mod:`flows.method`)."""
 
 from __future__ import annotations
 
@@ -215,7 +216,8 @@ def test_check_method() -> None:
 @pytest.mark.parametrize("method", ["hyde", "query2doc", "lamer"])
 def test_flow_writes_run_trace_and_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           method: str) -> None:
-    from flows.expansion import expansion_flow
+    from evichain.config import parse_params
+    from flows.method import retrieval_flow
 
     monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "flow-llm.sqlite"))
     paths = DatasetPaths("toy", root=tmp_path / "artifacts")
@@ -224,9 +226,11 @@ def test_flow_writes_run_trace_and_counts(tmp_path: Path, monkeypatch: pytest.Mo
                                 "gold_passage_ids": [["d0", "d1"], ["d3"]]}), paths.questions)
     set_responder(scripted([ANSWER, None, None]))                 # every second sample fails
     params = ExpansionParams(top_k=4, hyde=HydeParams(n_samples=2), lamer=LameRParams(n_answers=2))
-    out = expansion_flow(paths, method, params, RetrievalParams(), LLMParams(
-        model=f"scripted/flow-{method}", backoff_base_s=0.0, max_retries=0), EmbedParams(),
-        OrchestrationParams(max_workers=1), stage=f"test-expansion-{method}")
+    whole = parse_params({}).model_copy(update={
+        "expansion": params, "retrieval": RetrievalParams(), "embed": EmbedParams(),
+        "llm": LLMParams(model=f"scripted/flow-{method}", backoff_base_s=0.0, max_retries=0),
+        "orchestration": OrchestrationParams(max_workers=1)})
+    out = retrieval_flow(paths, method, None, whole, stage=f"test-expansion-{method}")
     s = out.summary
     assert s["questions"] == 2 and s["method"] == method and s["generations_requested"] == \
         int(out.trace["n_requested"].sum())

@@ -1,7 +1,8 @@
 """End to end on a tiny corpus with the real MiniLM embedder and a scripted LLM: the EviReform
 sentence index → LLM-free triples (extract_triples, ``propositions``) → retrieve_graph for
-HippoRAG 2, CatRAG and PropRAG (run, trace, summary with latency and LLM usage), a warm re-run
-without LLM calls, and the stage writing its three outputs."""
+HippoRAG 2, CatRAG and PropRAG through the one retrieval flow (:mod:`flows.method`: run, trace,
+summary with latency and LLM usage), a warm re-run without LLM calls, and the stage writing its
+three outputs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams
+from evichain.config import (EmbedParams, LLMParams, OrchestrationParams, Params,
+                             parse_params)
 from evichain.io import read_json, read_parquet, write_parquet
 from evichain.llm.scripted import set_responder
 from evichain.methods.evireform.canonicalize import canonicalize
@@ -83,8 +85,15 @@ def test_llm_openie_with_the_scripted_model(paths: DatasetPaths, tmp_path: Path,
     assert set(out.triples["predicate"]) == {"mentioned with"}
 
 
+def graph_params(graph: GraphParams, llm: LLMParams, orch: OrchestrationParams) -> Params:
+    """The whole params of a graph run: ``graph``, ``llm`` and ``orchestration`` replaced."""
+    return parse_params({}).model_copy(update={"graph": graph, "llm": llm, "embed": EmbedParams(),
+                                               "orchestration": orch})
+
+
 def test_three_methods_end_to_end(paths: DatasetPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.graph import extraction_flow, retrieval_flow
+    from flows.graph import extraction_flow
+    from flows.method import retrieval_flow
 
     monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "llm.sqlite"))
     orch = OrchestrationParams(max_workers=2)
@@ -94,13 +103,14 @@ def test_three_methods_end_to_end(paths: DatasetPaths, tmp_path: Path, monkeypat
     assert triples.summary["triples"] > 0 and triples.summary["failed"] == 0
     write_parquet(triples.triples, paths.index_file("triples.parquet"))
     set_responder(respond)
+    whole = graph_params(params, llm, orch)
     for method in ("hipporag2", "catrag", "proprag"):
-        out = retrieval_flow(paths, params, method, llm, EmbedParams(), orch, stage=f"t-{method}")
+        out = retrieval_flow(paths, method, None, whole, stage=f"t-{method}")
         assert out.run.groupby("question_id").size().tolist() == [4, 4]
         assert out.trace["question_id"].tolist() == ["q1", "q2"]
         assert {"status", "error_kind", "prompt_tokens", "completion_tokens", "fallback"} <= set(out.trace)
         s = out.summary
-        assert s["questions"] == 2 and s["status"] == {"ok": 2}
+        assert s["method"] == method and s["questions"] == 2 and s["status"] == {"ok": 2}
         assert {"p50_ms", "p95_ms"} <= set(s["latency_compute"]) and s["index"]["passage_nodes"] == 5
         if method == "proprag":
             assert s["llm_usage"] == {"calls": 0} and (out.trace["prompt_tokens"] == 0).all()
@@ -110,18 +120,18 @@ def test_three_methods_end_to_end(paths: DatasetPaths, tmp_path: Path, monkeypat
     q1 = out.run[out.run["question_id"] == "q1"]["passage_id"].tolist()
     assert "d0" in q1[:2] or "d1" in q1[:2]
     set_responder(lambda m, model: (_ for _ in ()).throw(AssertionError("no call expected")))
-    warm = retrieval_flow(paths, params, "catrag", llm, EmbedParams(), orch, stage="t-catrag-warm")
+    warm = retrieval_flow(paths, "catrag", None, whole, stage="t-catrag-warm")
     assert warm.summary["llm_usage"]["calls"] == 0 and warm.summary["llm_usage"]["cache_hits"] > 0
 
 
 def test_stage_writes_run_trace_and_usage(paths: DatasetPaths, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.graph import run_retrieval
+    from flows.method import run_method
     from stages._common import write_method_outputs
 
     monkeypatch.chdir(tmp_path)
-    out = run_retrieval(DatasetPaths("toy"), GraphParams(top_k=3), "proprag", LLMParams(), EmbedParams(),
-                        orch=OrchestrationParams(max_workers=1), stage="retrieve-proprag")
+    params = graph_params(GraphParams(top_k=3), LLMParams(), OrchestrationParams(max_workers=1))
+    out = run_method(DatasetPaths("toy"), "proprag", None, params, stage="retrieve-proprag")
     summary = write_method_outputs("toy", "proprag", "proprag", "retrieve-proprag", out, 0.2)
     p = DatasetPaths("toy")
     assert read_parquet(p.run("proprag"))["rank"].tolist() == [1, 2, 3, 1, 2, 3]

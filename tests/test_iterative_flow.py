@@ -1,4 +1,5 @@
-"""The iterative flow (one Prefect task per question) for every method, a warm re-run with no
+"""The one retrieval flow (:mod:`flows.method`, one Prefect task per question) for every
+iterative method, a warm re-run with no
 LLM calls and identical tables, BM25 as the per-step retriever, and the DVC stage's outputs."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from evichain.config import BM25Params, EmbedParams, LLMParams, OrchestrationParams
+from evichain.config import (BM25Params, EmbedParams, LLMParams, OrchestrationParams, Params,
+                             parse_params)
 from evichain.io import read_json, read_parquet, write_parquet
 from evichain.llm.scripted import set_responder
 from evichain.methods.iterative.common import EVIDENCE_COLUMNS
@@ -61,13 +63,29 @@ def write_dataset(root: Path) -> DatasetPaths:
     return paths
 
 
+def iterative_params(params: IterativeParams, llm: LLMParams, orch: OrchestrationParams) -> Params:
+    """The whole params of an iterative run: ``iterative``, ``llm`` and ``orchestration``
+    replaced, default embedder and BM25."""
+    base = parse_params({})
+    return base.model_copy(update={
+        "iterative": params, "llm": llm, "embed": EmbedParams(), "orchestration": orch,
+        "retrieval": base.retrieval.model_copy(update={"bm25": BM25Params()})})
+
+
+def iterative_flow(paths: DatasetPaths, method: str, params: IterativeParams, llm: LLMParams,
+                   orch: OrchestrationParams) -> Any:
+    """``method`` through the one retrieval flow (:func:`flows.method.retrieval_flow`)."""
+    from flows.method import retrieval_flow
+
+    return retrieval_flow(paths, method, None, iterative_params(params, llm, orch),
+                          stage="retrieve_iterative")
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_flow_tables_for_every_method(tmp_path: Path, method: str) -> None:
-    from flows.iterative import iterative_flow
-
     paths = write_dataset(tmp_path / "artifacts")
     args = (paths, method, IterativeParams(), LLMParams(model="scripted/flow", backoff_base_s=0.0),
-            EmbedParams(), BM25Params(), OrchestrationParams(max_workers=2))
+            OrchestrationParams(max_workers=2))
     set_responder(respond)
     first = iterative_flow(*args)
     assert list(first.run.columns) == ["question_id", "rank", "passage_id", "score"]
@@ -75,7 +93,7 @@ def test_flow_tables_for_every_method(tmp_path: Path, method: str) -> None:
     assert sorted(first.trace["question_id"]) == ["q1", "q2"]
     assert set(first.evidence["question_id"]) == {"q1", "q2"}
     s = first.summary
-    assert s["questions"] == 2 and s["stop_reasons"]["answered"] == 2 and s["llm_failures"] == 0
+    assert s["method"] == method and s["questions"] == 2 and s["stop_reasons"]["answered"] == 2 and s["llm_failures"] == 0
     assert s["llm_usage"]["calls"] == first.trace["n_llm_calls"].sum() > 0
     assert s["per_question"]["prompt_tokens_mean"] == first.trace["prompt_tokens"].mean()
     set_responder(lambda m, model: (_ for _ in ()).throw(AssertionError("LLM called on a warm cache")))
@@ -95,7 +113,6 @@ def test_steps_of_one_question_reach_a_single_slot_back_to_back(
     other question's waiting call takes the slot while q1 retrieves between its steps. With two
     slots nothing is held and the steps interleave."""
     from evichain.methods.iterative.common import Episode
-    from flows.iterative import iterative_flow
 
     paths = write_dataset(tmp_path / "artifacts")
     order: list[str] = []
@@ -117,8 +134,7 @@ def test_steps_of_one_question_reach_a_single_slot_back_to_back(
     set_responder(two_steps)
     llm = LLMParams(model=f"scripted/sequence-{concurrency}", concurrency=concurrency,
                     backoff_base_s=0.0, max_retries=0)
-    out = iterative_flow(paths, "ircot", IterativeParams(), llm, EmbedParams(), BM25Params(),
-                         OrchestrationParams(max_workers=2))
+    out = iterative_flow(paths, "ircot", IterativeParams(), llm, OrchestrationParams(max_workers=2))
     assert (out.trace["stop_reason"] == "answered").all() and len(order) == 4
     switches = sum(a != b for a, b in zip(order, order[1:]))
     assert switches == 1 if concurrency == 1 else switches >= 2
@@ -127,7 +143,7 @@ def test_steps_of_one_question_reach_a_single_slot_back_to_back(
 def test_bm25_retriever_and_stage_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from stages.retrieve_iterative import app
+    from stages.retrieve_method import app
 
     monkeypatch.chdir(tmp_path)
     write_dataset(Path("artifacts"))
@@ -157,7 +173,7 @@ def test_stage_fails_when_too_many_episodes_end_on_an_llm_failure(
     the tables are written first (the failure is a trace row)."""
     from typer.testing import CliRunner
 
-    from stages.retrieve_iterative import app
+    from stages.retrieve_method import app
 
     monkeypatch.chdir(tmp_path)
     write_dataset(Path("artifacts"))
@@ -207,13 +223,11 @@ def test_dvc_retrieve_stages_split_by_what_each_method_reads() -> None:
 @pytest.mark.parametrize("method", [m for m in METHODS if m != "gear"])
 def test_text_methods_need_no_index_tables(tmp_path: Path, method: str) -> None:
     """What the text-only stage declares is all it reads: no proposition/entity tables on disk."""
-    from flows.iterative import iterative_flow
-
     paths = DatasetPaths("toy", root=tmp_path / "artifacts")
     write_parquet(corpus(), paths.corpus)
     write_parquet(QUESTIONS, paths.questions)
     set_responder(respond)
     out = iterative_flow(paths, method, IterativeParams(), LLMParams(model="scripted/split"),
-                         EmbedParams(), BM25Params(), OrchestrationParams(max_workers=1))
+                         OrchestrationParams(max_workers=1))
     assert not paths.index_file("propositions.parquet").exists()
     assert set(out.trace["question_id"]) == {"q1", "q2"}

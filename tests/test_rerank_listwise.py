@@ -1,4 +1,5 @@
-"""Listwise LLM reranker (EviReform Listing 14) and the rerank flow: repairs of the model's id
+"""Listwise LLM reranker (EviReform Listing 14) and its run through the one retrieval flow
+(:mod:`flows.method`): repairs of the model's id
 list, the passage-length cap, failures and fallbacks, the dense pool (recomputed when the dense
 run is shallower than the pool), the tail below the pool, and a warm re-run without LLM calls."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -122,6 +124,20 @@ def dataset(tmp_path: Path, dense_k: int) -> DatasetPaths:
     return paths
 
 
+def rerank_flow(paths: DatasetPaths, method: str, params: RerankParams, dense: DenseParams,
+                embed: EmbedParams, llm: LLMParams, orch: OrchestrationParams, stage: str) -> Any:
+    """``method`` through the one retrieval flow (:func:`flows.method.retrieval_flow`), with
+    ``rerank``, ``retrieval.dense``, ``embed``, ``llm`` and ``orchestration`` replaced."""
+    from evichain.config import parse_params
+    from flows.method import retrieval_flow
+
+    base = parse_params({})
+    whole = base.model_copy(update={
+        "rerank": params, "retrieval": base.retrieval.model_copy(update={"dense": dense}),
+        "embed": embed, "llm": llm, "orchestration": orch})
+    return retrieval_flow(paths, method, None, whole, stage=stage)
+
+
 def reversed_pool(messages: list[dict], model: str) -> str:
     data = json.loads(messages[-1]["content"])
     return json.dumps({"ordered_doc_ids": [c["id"] for c in reversed(data["c"])]})
@@ -129,8 +145,6 @@ def reversed_pool(messages: list[dict], model: str) -> str:
 
 def test_flow_recomputes_a_deeper_pool_and_reruns_from_the_cache(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.rerank import rerank_flow
-
     monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "flow-llm.sqlite"))
     paths = dataset(tmp_path, dense_k=2)                  # shallower than the pool of 4
     dense = pd.read_parquet(paths.run("dense"))
@@ -153,8 +167,6 @@ def test_flow_recomputes_a_deeper_pool_and_reruns_from_the_cache(tmp_path: Path,
 
 def test_flow_keeps_the_dense_run_below_a_smaller_pool(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.rerank import rerank_flow
-
     monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "flow-llm.sqlite"))
     paths = dataset(tmp_path, dense_k=5)
     dense = pd.read_parquet(paths.run("dense"))

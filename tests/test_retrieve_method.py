@@ -1,37 +1,90 @@
 """``stages.retrieve_method``: one stage entry for every LLM method family, with the names,
-usage files and labels the per-family stages had."""
+usage files and labels the per-family stages had; every method runs through the one flow
+(:func:`flows.method.run_method`) and its family (:attr:`Method.family`) picks its names."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from typing import get_args
+from typing import Any
 
 import pytest
 
-from stages.retrieve_method import (FLOWS, LINE_KEYS, METHODS, VARIANT_FAMILIES, family_stage,
-                                    line_value, stage_names)
+from stages.retrieve_method import LINE_KEYS, VARIANT_FAMILIES, line_value, stage_names
+
+FIRST_STAGE = {"bm25", "dense"}
+"""Run by ``stages.retrieve``, not by this entry."""
+
+OLD_FAMILIES: dict[str, str] = {
+    "evireform": "evireform", "cee": "cee",
+    "hipporag2": "graph", "catrag": "graph", "proprag": "graph",
+    "hyde": "expansion", "query2doc": "expansion", "lamer": "expansion",
+    "ircot": "iterative", "self_ask": "iterative", "s2g_rag": "iterative", "gear": "iterative",
+    "listwise": "rerank", "cross_encoder": "rerank",
+}
+"""``--method`` → family as the stage's literal table had it (any other name: a registered
+method, ``hybrid`` included)."""
 
 
-def test_methods_are_the_registered_llm_methods() -> None:
+def llm_methods() -> dict[str, Any]:
     from evichain.methods.base import methods
-    from evichain.methods.expansion.params import ExpansionMethod
-    from evichain.methods.graph.params import METHODS as GRAPH
-    from evichain.methods.iterative.params import METHODS as ITERATIVE
-    from evichain.methods.rerank.params import RerankMethod
 
-    # bm25 / dense: stages.retrieve; hybrid: the EviReform variant of that name
-    assert set(METHODS) == set(methods()) - {"bm25", "dense", "hybrid"}
-    by_family = {f: {m for m, g in METHODS.items() if g == f} for f in FLOWS}
-    assert by_family["graph"] == set(GRAPH) and by_family["iterative"] == set(ITERATIVE)
-    assert by_family["expansion"] == set(get_args(ExpansionMethod))
-    assert by_family["rerank"] == set(get_args(RerankMethod))
-    assert set(LINE_KEYS) == set(FLOWS) and VARIANT_FAMILIES <= set(FLOWS)
+    return {name: m for name, m in methods().items() if name not in FIRST_STAGE}
 
 
-@pytest.mark.parametrize("family", sorted(FLOWS))
-def test_every_family_flow_has_the_stage_entry(family: str) -> None:
-    run_method = importlib.import_module(FLOWS[family]).run_method
+def old_names(dataset: str, method: str, variant: str | None) -> tuple[str, ...]:
+    """(variant, run, usage, flow stage, label) by the per-family stages' rules."""
+    from evichain.methods.base import get_method
+
+    family = OLD_FAMILIES.get(method)
+    if family is None:
+        v = get_method(method).check_variant(variant)
+        run = method if v == "default" else f"{method}-{v}"
+        return v, run, f"retrieve-{run}", f"retrieve-{run}", f"retrieve_method@{dataset}-{run}"
+    if family in ("evireform", "cee"):
+        v = variant or "full"
+        return (v, f"{method}-{v}", f"retrieve_{method}-{v}", f"retrieve_{method}-{v}",
+                f"retrieve_{method}@{dataset}-{v}")
+    if family == "rerank":
+        run = f"rerank-{method}"
+        return (method, run, f"retrieve-{run}", f"retrieve_rerank-{method}",
+                f"retrieve_rerank@{dataset}-{method}")
+    if family == "iterative":
+        stage = "retrieve_iterative_graph" if method == "gear" else "retrieve_iterative"
+        label = f"{stage}@{dataset}-{method}"
+    else:
+        label = f"retrieve_{family}@{dataset}-{method}"
+    flow_stage = f"retrieve_expansion-{method}" if family == "expansion" else f"retrieve-{method}"
+    return method, method, f"retrieve-{method}", flow_stage, label
+
+
+def test_every_llm_method_has_a_family_with_a_done_line() -> None:
+    from evichain.methods.base import Method
+
+    found = llm_methods()
+    assert set(OLD_FAMILIES) <= set(found) and "hybrid" in found
+    for name, method in found.items():
+        assert isinstance(method, Method)
+        assert method.family in LINE_KEYS, (name, method.family)
+        if method.family in VARIANT_FAMILIES:
+            assert "full" in method.variants, name
+    assert found["hybrid"].family == "registered"
+    assert VARIANT_FAMILIES <= set(LINE_KEYS) and "registered" in LINE_KEYS
+
+
+def test_stage_names_are_the_old_names_for_every_method() -> None:
+    for name, method in llm_methods().items():
+        variants: list[str | None] = [None]
+        if OLD_FAMILIES.get(name) in VARIANT_FAMILIES or name not in OLD_FAMILIES:
+            variants += list(method.variants)
+        for variant in variants:
+            names = stage_names("d", name, variant)
+            got = (names.variant, names.run, names.usage, names.flow_stage, names.label)
+            assert got == old_names("d", name, variant), (name, variant)
+
+
+def test_every_method_runs_through_the_one_flow() -> None:
+    from flows.method import run_method
+
     assert list(inspect.signature(run_method).parameters) == [
         "paths", "method", "variant", "params", "stage"]
 
@@ -76,15 +129,12 @@ def test_line_values() -> None:
     assert line_value(summary, "bridge_added") == (False, None)
 
 
-def test_family_shims_keep_their_options() -> None:
+def test_the_one_entry_takes_method_and_variant_and_rejects_unknown_methods() -> None:
     from typer.testing import CliRunner
 
-    app, _ = family_stage("graph")
-    out = CliRunner().invoke(app, ["--dataset", "d", "--method", "ircot"])
-    assert out.exit_code == 2 and "unknown graph method 'ircot'" in out.output
-    for module, option in (("stages.retrieve_evireform", "--variant"),
-                           ("stages.retrieve_cee", "--variant"),
-                           ("stages.retrieve_rerank", "--method")):
-        shim = importlib.import_module(module)
-        assert option in CliRunner().invoke(shim.app, ["--help"]).output
-        assert callable(shim.main)
+    from stages.retrieve_method import app
+
+    out = CliRunner().invoke(app, ["--dataset", "d", "--method", "flare"])
+    assert out.exit_code == 2 and "unknown --method 'flare'" in out.output
+    help_text = CliRunner().invoke(app, ["--help"]).output
+    assert "--method" in help_text and "--variant" in help_text
