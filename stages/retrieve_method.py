@@ -149,7 +149,8 @@ def retrieve(dataset: str, method: str, variant: str | None, params_file: Path) 
 
         params = load_params(params_file)
         paths = DatasetPaths(dataset)
-        out = run_method(paths, method, names.variant, params, stage=names.flow_stage)
+        flow_variant = None if names.variant == method else names.variant  # no variants: the method
+        out = run_method(paths, method, flow_variant, params, stage=names.flow_stage)
         if out.evidence is not None:
             evidence = out.evidence.sort_values(["question_id", "position"], kind="stable")
             write_parquet(evidence.reset_index(drop=True), paths.evidence(names.run))

@@ -68,7 +68,6 @@ def fake_embeddings(monkeypatch: pytest.MonkeyPatch) -> None:
     import flows.cee
 
     monkeypatch.setattr(flows.cee, "encode_all", lambda texts, *a, **k: fake_encode(list(texts)))
-    monkeypatch.setattr(flows.cee, "get_embedder", lambda embed: _FakeEmbedder())
 
 
 def write_fixture(root: Path) -> DatasetPaths:

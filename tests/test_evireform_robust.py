@@ -160,20 +160,23 @@ def test_ours_section_contrasts_each_variant_with_comparators_and_parent() -> No
 
 def test_tuning_flow_searches_both_grids_from_fulls_answers(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from evichain.config import OrchestrationParams
+    from evichain.config import OrchestrationParams, parse_params
     from evichain.methods.evireform.params import TuningParams
-    from flows.evireform import retrieval_flow, tuning_flow
+    from flows.evireform import tuning_flow
+    from flows.method import retrieval_flow
 
     monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "llm.sqlite"))
     paths = write_toy_dataset(tmp_path)
     grids = TuningParams(backstop_eps=[0.0, 1.0], backfill=[True], k_r=[2, 4],
                          coverage_pool=[3, 7], coverage_weight=[1.0])
-    params = EviReformParams(top_k=7, tuning=grids)
     llm, orch = LLMParams(model="scripted/tune", backoff_base_s=0.0), OrchestrationParams(max_workers=2)
+    params = parse_params({}).model_copy(update={
+        "evireform": EviReformParams(top_k=7, tuning=grids), "llm": llm, "orchestration": orch,
+        "embed": EmbedParams()})
     set_responder(respond)
-    retrieval_flow(paths, params, llm, EmbedParams(), orch)                  # full records the answers
+    retrieval_flow(paths, "evireform", "full", params, "t-full")             # full records the answers
     set_responder(lambda m, model: (_ for _ in ()).throw(AssertionError("LLM called")))
-    out = tuning_flow(paths, params, llm, EmbedParams(), orch)
+    out = tuning_flow(paths, params)
     assert out.summary["llm_usage"]["calls"] == 0 and out.summary["configurations"] == 6
     assert out.table["variant"].tolist() == ["robust"] * 4 + ["hybrid"] * 2
     assert set(out.chosen) == {"backstop_eps", "backfill", "k_r", "coverage_pool", "coverage_weight"}
