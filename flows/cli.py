@@ -54,16 +54,25 @@ def run(
         chosen = get_method(method)
         params = load_params(params_file)
         chosen_variant = chosen.check_variant(variant)
+        if chosen.uses_llm and os.environ.get("EVICHAIN_LLM_REPLAY") != "1":
+            params.llm.api_key()  # an unset key stops here, before any file is read or written
         data = load_user_dataset(corpus, questions, gold)
     except (UnknownMethodError, ParamsError, UserDataError, ValueError) as exc:
         _fail(exc)
+    from evichain.llm.failures import FailureRateExceeded
     from flows.user import run_user
 
-    result = run_user(data, chosen, chosen_variant, params, out)
+    try:
+        result = run_user(data, chosen, chosen_variant, params, out)
+    except FailureRateExceeded as exc:  # the run and trace files are written, the metrics not
+        typer.echo(f"error: {exc}; no metrics written", err=True)
+        raise typer.Exit(2) from None
     for kind, path in result.files.items():
         typer.echo(f"{kind}: {path}")
     if chosen.uses_llm:
         typer.echo(f"llm tokens: {json.dumps(result.tokens, sort_keys=True)} (retrieval only)")
+        typer.echo(f"llm failures: {json.dumps(result.failures, sort_keys=True)} "
+                   f"(limit: llm.max_failure_rate {params.llm.max_failure_rate:.1%})")
     if result.metrics:
         shown = {k: round(v, 4) for k, v in result.metrics.items() if "@5" in k or k == "n_questions"}
         typer.echo(f"metrics: {json.dumps(shown, sort_keys=True)}")

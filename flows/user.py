@@ -11,6 +11,12 @@
 4. Write ``<out>/<label>.parquet`` (run rows in the user's passage ids), ``<label>.trec`` (TREC
    run format), ``<label>-trace.parquet`` and, with gold passages, ``<label>-per_question.parquet``
    and ``<label>-metrics.json`` (the evaluate stage's metrics, ``evaluate.ks``).
+
+Between 4's run/trace files and its metrics, the stages' failure rule
+(:func:`evichain.llm.failures.check_llm_failures`): above ``llm.max_failure_rate`` of failed
+LLM requests or failed questions, :class:`~evichain.llm.failures.FailureRateExceeded` is raised
+and no metrics are written, so a ranking made of fallbacks never passes for the method's. An
+LLM method's counts (:func:`~evichain.llm.failures.llm_failure_counts`) go into its metrics.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pandas as pd
 from evichain.config import Params
 from evichain.data.user import UserDataset
 from evichain.io import read_parquet, write_json, write_parquet, write_text
+from evichain.llm.failures import check_llm_failures, llm_failure_counts
 from evichain.methods.base import PROPOSITION_TABLES, Method
 from evichain.metrics.retrieval import aggregate, per_question_metrics
 from evichain.paths import DatasetPaths
@@ -31,11 +38,13 @@ from flows.method import run_method
 
 @dataclass
 class UserRunOutput:
-    """What :func:`run_user` wrote, and the means when gold passages were given."""
+    """What :func:`run_user` wrote, the means when gold passages were given, the LLM tokens and
+    (an LLM method's) failure counts."""
 
     files: dict[str, Path]
     metrics: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
 
 
 def write_dataset(data: UserDataset, paths: DatasetPaths) -> None:
@@ -128,6 +137,10 @@ def run_user(data: UserDataset, method: Method, variant: str, params: Params, ou
     write_parquet(user_run, files["run"])
     write_text(trec_lines(user_run, label), files["trec"])
     write_parquet(result.trace, files["trace"])
+    counts = llm_failure_counts(result.summary, result.trace)
+    check_llm_failures(counts, params.llm.max_failure_rate, requests_see=files["trace"],
+                       questions_see=files["trace"])  # written first, like the stages
+    failures = counts if method.uses_llm else {}
     metrics: dict[str, Any] = {}
     if data.has_gold:
         per_q = per_question_metrics(run, data.questions, params.evaluate.ks)
@@ -135,5 +148,5 @@ def run_user(data: UserDataset, method: Method, variant: str, params: Params, ou
         files["per_question"] = out / f"{label}-per_question.parquet"
         files["metrics"] = out / f"{label}-metrics.json"
         write_parquet(per_q, files["per_question"])
-        write_json({"method": label, **metrics}, files["metrics"])
-    return UserRunOutput(files, metrics, result.tokens)
+        write_json({"method": label, **metrics, **failures}, files["metrics"])
+    return UserRunOutput(files, metrics, result.tokens, failures)

@@ -9,12 +9,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evichain.config import ParamsError  # light: pydantic and yaml only, no env-sensitive import
+from evichain.llm.failures import check_failure_rate, failed_questions
 
-if TYPE_CHECKING:
-    import pandas as pd
+__all__ = ["bootstrap_env", "check_failure_rate", "ensure_parent", "failed_questions", "run_stage",
+           "write_method_outputs"]
 
 _ENV_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -166,9 +167,11 @@ def write_method_outputs(dataset: str, method: str, variant: str, usage_name: st
     ``out`` has ``run``, ``trace`` and ``summary`` (a flow's retrieval output). Rows are
     sorted so an unchanged re-run writes the same bytes. Then the stage fails if more than
     ``max_failure_rate`` (``llm.max_failure_rate``) of its LLM requests failed, or of its
-    questions recorded a failed LLM call (:func:`failed_questions`).
+    questions recorded a failed LLM call (:func:`evichain.llm.failures.check_llm_failures`,
+    the rule ``evichain run`` applies too).
     """
     from evichain.io import write_json, write_parquet
+    from evichain.llm.failures import check_llm_failures, llm_failure_counts
     from evichain.paths import DatasetPaths
 
     paths = DatasetPaths(dataset)
@@ -178,48 +181,9 @@ def write_method_outputs(dataset: str, method: str, variant: str, usage_name: st
     write_parquet(trace, paths.trace(method))
     summary = {"dataset": dataset, "variant": variant, **out.summary}
     write_json(summary, paths.usage(usage_name))
-    usage = summary.get("llm_usage") or {}
-    check_failure_rate(int(usage.get("failures", 0)), int(usage.get("requests", 0)),
-                       max_failure_rate, key="llm.max_failure_rate", what="LLM requests",
-                       see=paths.usage(usage_name))
-    check_failure_rate(failed_questions(trace), len(trace), max_failure_rate,
-                       key="llm.max_failure_rate", what="questions",
-                       see=paths.trace(method))
+    check_llm_failures(llm_failure_counts(summary, trace), max_failure_rate,
+                       requests_see=paths.usage(usage_name), questions_see=paths.trace(method))
     return summary
-
-
-def failed_questions(trace: pd.DataFrame) -> int:
-    """Questions whose trace row records a failed LLM call, by the methods' trace conventions.
-
-    A row counts when ``status`` is ``failed`` or ``partial`` (graph, iterative, listwise
-    rerank, expansion), when any ``*_status`` column reads ``llm_<kind>`` (EviReform's
-    selection / reformulation / judge, CatRAG's anchoring, the graph filter), or when
-    ``llm_failures`` is a non-empty list (CEE). Requests alone understate the damage: a
-    question that fails at its first call makes one failed request, an answered one several,
-    so a replay with half its questions unanswered can stay under the per-request limit.
-    """
-    import pandas as pd
-
-    failed = pd.Series(False, index=trace.index)
-    if "status" in trace:
-        failed |= trace["status"].astype(str).isin(["failed", "partial"])
-    for col in (c for c in trace.columns if str(c).endswith("_status")):
-        failed |= trace[col].astype(str).str.startswith("llm_")
-    if "llm_failures" in trace:
-        failed |= trace["llm_failures"].map(lambda v: v is not None and len(v) > 0)
-    return int(failed.sum())
-
-
-def check_failure_rate(failed: int, total: int, limit: float, *, key: str, what: str,
-                       see: Path | str) -> None:
-    """Fail the stage when ``failed / total > limit`` (the ``key`` param); call it *after*
-    writing the stage's tables, so the status rows of a failed run are kept and a resumed
-    run repeats nothing. A result made mostly of failures or their fallbacks must not pass
-    for the method's.
-    """
-    if failed > limit * max(1, total):
-        raise RuntimeError(f"{failed} of {total} {what} failed ({failed / max(1, total):.1%} > "
-                           f"{key} {limit:.1%}); see {see}")
 
 
 def ensure_parent(path: Path) -> Path:

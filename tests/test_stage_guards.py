@@ -8,8 +8,15 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+import stages._common
+from evichain.llm.failures import check_failure_rate, failed_questions
 from evichain.paths import DatasetPaths
-from stages._common import check_failure_rate, failed_questions, write_method_outputs
+from stages._common import write_method_outputs
+
+
+def test_the_stages_and_evichain_run_share_one_rule() -> None:
+    assert stages._common.check_failure_rate is check_failure_rate      # re-exported for stages
+    assert stages._common.failed_questions is failed_questions
 
 
 def test_check_failure_rate_names_the_param_and_the_file() -> None:

@@ -152,3 +152,88 @@ def test_methods_lists_the_registry() -> None:
     assert result.exit_code == 0
     names = {line.split()[0] for line in result.output.splitlines()}
     assert {"bm25", "dense", "evireform", "cee", "proprag", "hybrid"} <= names
+
+
+# ---------------------------------------------------------------- failure is loud (issue 61)
+def _llm_params(files: dict[str, Path], **llm: Any) -> None:
+    """The fixture's params with ``llm`` settings and one HyDE sample per question."""
+    params = yaml.safe_load(files["params"].read_text(encoding="utf-8"))
+    params["llm"].update(max_retries=0, **llm)
+    params["expansion"] = {"hyde": {"n_samples": 1}}
+    files["params"].write_text(yaml.safe_dump(params), encoding="utf-8")
+
+
+def _limit_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if "max_failure_rate" in line]
+
+
+def test_unreachable_endpoint_exits_non_zero_without_metrics(
+        user_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing listens on port 9: every request fails (connection refused), every question
+    falls back to the question alone; the run and trace are kept, no metrics under the
+    method's name."""
+    monkeypatch.setenv("EVICHAIN_TEST_KEY", "sk-test")
+    _llm_params(user_files, model="openai/x", api_base="http://127.0.0.1:9/v1", timeout_s=10,
+                api_key_env="EVICHAIN_TEST_KEY")
+    result = _invoke(user_files, "--method", "hyde")
+    assert result.exit_code == 2, result.output
+    trace_path = user_files["out"] / "hyde-trace.parquet"
+    (line,) = _limit_lines(result.output)
+    assert line == (f"error: 2 of 2 LLM requests failed (100.0% > llm.max_failure_rate 20.0%); "
+                    f"see {trace_path}; no metrics written")
+    assert "Traceback" not in result.output
+    assert not (user_files["out"] / "hyde-metrics.json").exists()
+    trace = read_parquet(trace_path)                                  # the failure rows are kept
+    assert trace["status"].tolist() == ["failed", "failed"] and trace["fallback"].all()
+    assert (user_files["out"] / "hyde.parquet").exists()
+
+
+def test_unset_api_key_env_stops_before_any_work(user_files: dict[str, Path],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVICHAIN_TEST_UNSET_KEY", raising=False)
+    _llm_params(user_files, model="openai/x", api_key_env="EVICHAIN_TEST_UNSET_KEY")
+    result = CliRunner().invoke(app, [
+        "run", "--method", "hyde", "--corpus", str(user_files["corpus"]),
+        "--questions", str(user_files["questions"]), "--gold", str(user_files["gold"]),
+        "--out", str(user_files["out"]), "--params", str(user_files["params"])])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [(
+        "error: llm.api_key_env names the environment variable EVICHAIN_TEST_UNSET_KEY, which is "
+        "not set: export EVICHAIN_TEST_UNSET_KEY=<your API key>, or set llm.api_key_env: null "
+        "for an endpoint without a key")]
+    assert not user_files["out"].exists()                               # nothing written
+
+
+def test_unset_api_key_env_stops_the_llm_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stages' path: the client's construction raises a ParamsError (one line from
+    ``run_stage``), not a failed call per question."""
+    from evichain.config import ParamsError
+    from evichain.llm import LLMClient
+    from evichain.llm.params import LLMParams
+
+    monkeypatch.delenv("EVICHAIN_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(ParamsError, match="EVICHAIN_TEST_UNSET_KEY, which is not set"):
+        LLMClient(LLMParams(model="openai/x", api_key_env="EVICHAIN_TEST_UNSET_KEY"))
+
+
+def test_failures_below_the_limit_are_counted_in_the_metrics(user_files: dict[str, Path]) -> None:
+    """One of two questions' generation fails (an authentication error: not retried), under
+    a limit of 60 %: the run passes and says what failed."""
+    import litellm
+
+    def respond(messages: list[dict[str, Any]], model: str) -> str:
+        if "Lothair" in messages[-1]["content"]:
+            raise litellm.AuthenticationError("401: bad key", llm_provider="scripted", model=model)
+        return json.dumps({"passage": "Lake Geneva lies on the north side of the Alps."})
+
+    set_responder(respond)
+    _llm_params(user_files, model="scripted/user-run-failures", max_failure_rate=0.6)
+    result = _invoke(user_files, "--method", "hyde")
+    assert result.exit_code == 0, result.output
+    metrics = read_json(user_files["out"] / "hyde-metrics.json")
+    assert {k: metrics[k] for k in ("llm_requests", "llm_failed_requests", "questions",
+                                    "failed_questions", "fallback_questions")} == {
+        "llm_requests": 2, "llm_failed_requests": 1, "questions": 2, "failed_questions": 1,
+        "fallback_questions": 1}
+    assert metrics["n_questions"] == 2
+    assert '"llm_failed_requests": 1' in result.output and "llm.max_failure_rate 60.0%" in result.output

@@ -107,6 +107,8 @@ class LLMClient:
         self._endpoint: Endpoint | None = None
         self._endpoint_lock = threading.Lock()
         self.replay = os.environ.get("EVICHAIN_LLM_REPLAY") == "1"
+        if not self.replay:
+            params.api_key()  # an unset key stops the caller here, in one line (MissingAPIKey)
         if threading.current_thread() is threading.main_thread() and not self.replay:
             # Resolve now: a bundled local server started from the main thread is tied to this
             # process (it dies with it, even on kill -9); from worker threads it starts lazily.
@@ -327,9 +329,7 @@ def resolve_endpoint(params: LLMParams) -> Endpoint:
       ``ollama/...``, ``hosted_vllm/...``) with ``llm.api_base`` and the key from
       ``llm.api_key_env``.
     """
-    api_key = os.environ.get(params.api_key_env) if params.api_key_env else None
-    if params.api_key_env and not api_key:
-        raise RuntimeError(f"params llm.api_key_env names ${params.api_key_env}, which is not set")
+    api_key = params.api_key()  # MissingAPIKey (a ParamsError): one line, before any call
     if params.model.startswith("local/"):
         from evichain.llm.local_server import acquire_shared_server
 

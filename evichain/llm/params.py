@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import Field
 
-from evichain.params_base import Section
+from evichain.params_base import ParamsError, Section
+
+
+class MissingAPIKey(ParamsError):
+    """``llm.api_key_env`` names an environment variable that is not set (or is empty)."""
 
 
 class LocalLLMParams(Section):
@@ -51,3 +56,16 @@ class LLMParams(Section):
     json_mode: Literal["schema", "json_object", "none"] = "schema"
     local: LocalLLMParams = LocalLLMParams()
     faults: FaultParams = FaultParams()
+
+    def api_key(self) -> str | None:
+        """The key read from the variable ``api_key_env`` names (``None`` without one), or
+        :class:`MissingAPIKey`: one line naming the variable and the fix."""
+        if not self.api_key_env:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise MissingAPIKey(f"llm.api_key_env names the environment variable "
+                                f"{self.api_key_env}, which is not set: export "
+                                f"{self.api_key_env}=<your API key>, or set llm.api_key_env: "
+                                f"null for an endpoint without a key")
+        return value
