@@ -16,16 +16,25 @@ edit of config.py. A method that owns the valid values of a top-level list of ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DATASETS: tuple[str, ...] = ("demo", "2wiki", "musique", "hotpotqa", "medical",
                              "2wiki_s", "hotpotqa_s", "medical_s", "2wiki_tune_s")
 """Full benchmarks, the bundled demo, and question samples of full benchmarks (``*_s``).
 ``2wiki_tune_s`` is the tuning sample: 2Wiki questions outside every reported sample."""
+
+
+UnitInterval = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A float in the closed interval [0, 1] (a rate, share, weight or cosine threshold):
+``max_failure_rate: UnitInterval = 0.05`` validates as ``Field(0.05, ge=0.0, le=1.0)``."""
+
+OpenUnitInterval = Annotated[float, Field(gt=0.0, lt=1.0)]
+"""A float in the open interval (0, 1) (a PageRank damping factor):
+``damping: OpenUnitInterval = 0.5`` validates as ``Field(0.5, gt=0.0, lt=1.0)``."""
 
 
 class ParamsError(ValueError):
@@ -44,6 +53,27 @@ def only_known(values: list[str], known: list[str], what: str) -> list[str]:
     if unknown:
         raise ValueError(f"unknown {what}(s) {unknown}; known: {known}")
     return values
+
+
+_Names = TypeVar("_Names", bound=Iterable[str])
+
+
+def known_names(field: str, known: Sequence[str], what: str) -> Any:
+    """A pydantic field validator (assign it in a model's body) that checks the names of
+    ``field``, a list of names or a dict keyed by name, against ``known``.
+
+    The value passes unchanged; an unknown name fails with :func:`only_known`'s message,
+    ``unknown <what>(s) [...]; known: [...]``. Example::
+
+        _known_datasets = known_names("datasets", DATASETS, "dataset")
+    """
+    choices = list(known)
+
+    def check(value: _Names) -> _Names:
+        only_known(list(value), choices, what)
+        return value
+
+    return field_validator(field)(check)
 
 
 _BLOCKS: dict[str, type[BaseModel]] = {}

@@ -8,17 +8,32 @@ answers failed would be chosen for the fallbacks, not the method.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from stages._common import check_failure_rate
+import typer
+
+from stages._common import check_failure_rate, run_stage
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from evichain.config import Params
+    from evichain.paths import DatasetPaths
 
 TUNING_DIR = Path("reports/tuning")
+
+
+class TuningResult(Protocol):
+    """What a family's tuning flow returns: the grid (one row per configuration) and the
+    summary (configurations, questions, LLM usage); the chosen values vary by family."""
+
+    table: pd.DataFrame
+    summary: dict[str, Any]
+
+
+_Result = TypeVar("_Result", bound=TuningResult)
 
 
 def tuning_files(dataset: str, family: str) -> tuple[Path, Path]:
@@ -58,3 +73,36 @@ def finish_tuning(dataset: str, family: str, params: Params, table: pd.DataFrame
                        what="LLM requests", see=json_path)
     return {"dataset": dataset, "chosen": chosen, "configurations": summary["configurations"],
             "llm_calls": usage.get("calls", 0)}
+
+
+
+def tune_and_finish(family: str, dataset: str, params_file: Path,
+                    tune: Callable[[DatasetPaths, Params], _Result],
+                    chosen: Callable[[_Result], dict[str, Any]]) -> dict[str, Any]:
+    """The body of stage ``tune_<family>@<dataset>``: load ``params_file``, refuse a dataset
+    outside ``tuning_datasets`` (:func:`require_tuning_dataset`), ``tune`` the family on the
+    dataset, then write the grid and ``chosen(result)`` and fail above
+    ``llm.max_failure_rate`` (:func:`finish_tuning`); returns the stage's one-line summary."""
+    from evichain.config import load_params
+    from evichain.paths import DatasetPaths
+
+    params = load_params(params_file)
+    require_tuning_dataset(params, dataset)
+    out = tune(DatasetPaths(dataset), params)
+    return finish_tuning(dataset, family, params, out.table, chosen(out), out.summary)
+
+
+def tuning_app(family: str, tune: Callable[[DatasetPaths, Params], _Result],
+               chosen: Callable[[_Result], dict[str, Any]]) -> typer.Typer:
+    """The command line of stage ``tune_<family>@<dataset>`` (``--dataset``, ``--params``):
+    :func:`tune_and_finish` run by :func:`stages._common.run_stage` (clean error exits, the
+    summary line). ``tune`` imports its flow when called, so ``--help`` loads no flow."""
+    app = typer.Typer(add_completion=False)
+
+    @app.command()
+    def main(dataset: str = typer.Option(...),
+             params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
+        run_stage(f"tune_{family}@{dataset}",
+                  lambda: tune_and_finish(family, dataset, params_file, tune, chosen))
+
+    return app

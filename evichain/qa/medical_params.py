@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from evichain.llm.params import LLMParams
-from evichain.params_base import DATASETS, Section
+from evichain.params_base import DATASETS, Section, UnitInterval, known_names
 
 
 class MedicalQAParams(Section):
@@ -51,15 +51,9 @@ class MedicalQAParams(Section):
     correctness_beta: float = Field(1.0, gt=0.0)
     max_text_chars: int = Field(3000, ge=100)
     max_context_chars: int = Field(10000, ge=100)
-    max_failure_rate: float = Field(0.2, ge=0.0, le=1.0)
+    max_failure_rate: UnitInterval = 0.2
 
-    @field_validator("datasets")
-    @classmethod
-    def _known_datasets(cls, v: list[str]) -> list[str]:
-        unknown = [d for d in v if d not in DATASETS]
-        if unknown:
-            raise ValueError(f"unknown dataset(s) {unknown}; known: {list(DATASETS)}")
-        return v
+    _known_datasets = known_names("datasets", DATASETS, "dataset")
 
     @field_validator("correctness_weights")
     @classmethod

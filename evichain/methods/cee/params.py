@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from evichain.params_base import ParamsError, Section, only_known, register_block, register_check
+from evichain.params_base import (DATASETS, ParamsError, Section, UnitInterval, known_names,
+                                  only_known, register_block, register_check)
 
 
 class FacetRestriction(Section):
@@ -38,13 +39,7 @@ class FacetRestriction(Section):
     facet_scope_n: int = Field(3, ge=1, le=10_000)
     max_pairs_per_passage: int = Field(1, ge=1, le=1000)
 
-    @field_validator("datasets")
-    @classmethod
-    def _known(cls, v: list[str]) -> list[str]:
-        from evichain.params_base import DATASETS
-        from evichain.params_base import only_known as _only_known
-
-        return _only_known(v, list(DATASETS), "dataset")
+    _known = known_names("datasets", DATASETS, "dataset")
 
     def overrides(self) -> dict[str, Any]:
         """The facet settings this restriction replaces."""
@@ -86,7 +81,7 @@ class FacetParams(Section):
     facet_scope_n: int = Field(20, ge=1, le=10_000)
     max_passage_words: int = Field(400, ge=20, le=10_000)
     checkpoint_shard: int = Field(32, ge=1, le=100_000)
-    max_failure_rate: float = Field(0.05, ge=0.0, le=1.0)
+    max_failure_rate: UnitInterval = 0.05
     restricted: FacetRestriction = FacetRestriction()
     source: Literal["llm", "sentences"] = "llm"
     sentence_facets: int = Field(3, ge=1, le=100)
@@ -167,7 +162,7 @@ class CEEParams(Section):
     k_cand: int = Field(10, ge=1, le=10_000)
     k_final: int = Field(10, ge=1, le=10_000)
     alpha: float = Field(0.5, ge=0.0)
-    beta: float = Field(0.5, ge=0.0, le=1.0)
+    beta: UnitInterval = 0.5
     n_probes: int = Field(3, ge=1, le=20)
     question_as_probe: bool = True
     summary_max_passages: int = Field(5, ge=1, le=1000)
@@ -182,7 +177,7 @@ class CEEParams(Section):
     bridge_max_per_round: int = Field(10, ge=1, le=10_000)
     bridge_scan: Literal["summary", "retrieved"] = "summary"
     coverage_normalise: bool = False
-    bridge_inherit: float = Field(0.0, ge=0.0, le=1.0)
+    bridge_inherit: UnitInterval = 0.0
     tuning: CEETuningParams = CEETuningParams()
 
     @model_validator(mode="after")

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evichain.llm.prompting import data_prompt
 from evichain.llm.types import Prompt, quote_json
 
 # --------------------------------------------------------------------------- Listing 11
@@ -148,14 +149,10 @@ class GapResponse(_Strict):
 # --------------------------------------------------------------------------- prompts
 EXTRACT = Prompt(name="evireform.extract", version="1", system=LISTING_11,
                  user="Paragraph:\n$paragraph", schema=ExtractionResponse)
-SELECT = Prompt(name="evireform.select", version="1", system=LISTING_12, user="$data",
-                schema=SelectionResponse)
-REFORMULATE = Prompt(name="evireform.reformulate", version="1", system=LISTING_13, user="$data",
-                     schema=QueriesResponse)
-JUDGE = Prompt(name="evireform.judge", version="1", system=LISTING_15, user="$data",
-               schema=JudgeResponse)
-GAPS = Prompt(name="evireform.gaps", version="1", system=LISTING_16, user="$data",
-              schema=GapResponse)
+SELECT = data_prompt("evireform.select", LISTING_12, SelectionResponse)
+REFORMULATE = data_prompt("evireform.reformulate", LISTING_13, QueriesResponse)
+JUDGE = data_prompt("evireform.judge", LISTING_15, JudgeResponse)
+GAPS = data_prompt("evireform.gaps", LISTING_16, GapResponse)
 
 
 def minified(obj: Any) -> str:

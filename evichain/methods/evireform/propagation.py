@@ -21,18 +21,22 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from evichain.retrieval.incidence import binarize, pinv_diag
 
-def pinv_diag(values: np.ndarray) -> np.ndarray:
-    """Diagonal pseudo-inverse: 1/x where x > 0, else 0."""
-    values = np.asarray(values, dtype=np.float64)
-    out = np.zeros_like(values)
-    np.divide(1.0, values, out=out, where=values > 0)
-    return out
+__all__ = ["EntityPropagator", "dense_reference", "pinv_diag"]
 
 
 @dataclass(frozen=True)
 class EntityPropagator:
-    """Precomputed sparse factors of Eq. 12–13 for one incidence matrix."""
+    """Precomputed sparse factors of Eq. 12–13 for one incidence matrix.
+
+    Attributes:
+        A: The binary incidence (M × N_e).
+        At: Aᵀ, stored as CSR for the products Aᵀ x.
+        inv_deg_e: D_e⁺, the pseudo-inverse of the entity degrees (diagonal, as a vector).
+        self_loop: d with d_i = Σ_e A_ie / deg_e, the diagonal removed from A D_e⁺ Aᵀ (Eq. 12).
+        inv_deg_w: D_w⁺, the pseudo-inverse of the row sums of W (Eq. 13).
+    """
 
     A: sp.csr_matrix
     At: sp.csr_matrix
@@ -43,9 +47,7 @@ class EntityPropagator:
     @classmethod
     def from_incidence(cls, A: sp.spmatrix) -> "EntityPropagator":
         """Build from a binary (M × N_e) incidence; duplicates count once."""
-        A = sp.csr_matrix(A, dtype=np.float64)
-        A.sum_duplicates()
-        A.data[:] = 1.0
+        A = binarize(A)
         At = A.T.tocsr()
         inv_deg_e = pinv_diag(np.asarray(A.sum(axis=0)).ravel())
         self_loop = A @ inv_deg_e

@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from evichain.retrieval.incidence import binary_csr
+
 _NON_WORD = re.compile(r"[^\w ]|_")
 
 
@@ -66,10 +68,7 @@ class FactIndex:
         """F × E binary: the subject and object entities of every fact."""
         n = len(self.facts)
         rows = np.concatenate([np.arange(n), np.arange(n)])
-        data = np.ones(2 * n)
-        mat = sp.csr_matrix((data, (rows, np.concatenate([self.subj, self.obj]))), shape=(n, n_entities))
-        mat.data[:] = 1.0
-        return mat
+        return binary_csr(rows, np.concatenate([self.subj, self.obj]), (n, n_entities))
 
 
 @dataclass(frozen=True)
@@ -145,8 +144,7 @@ def triple_facts(triples: pd.DataFrame, passage_ids: Sequence[str]
     fid = {f: i for i, f in enumerate(facts)}
     rows = np.array([fid[(r[1], r[2], r[3])] for r in records], dtype=np.int64)
     cols = np.array([r[0] for r in records], dtype=np.int64)
-    fp = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(facts), len(passage_ids)))
-    fp.data[:] = 1.0
+    fp = binary_csr(rows, cols, (len(facts), len(passage_ids)))
     index = FactIndex(facts, np.array([ent[f[0]] for f in facts], dtype=np.int64),
                       np.array([ent[f[2]] for f in facts], dtype=np.int64), fp)
     a = np.array([ent[r[1]] for r in records], dtype=np.int64)
@@ -218,10 +216,7 @@ def build_graph(entity_names: Sequence[str], passage_ids: Sequence[str], occ: Oc
     rel = rel.tocsr()
     rel.eliminate_zeros()
     syn = (S + S.T).tocsr()
-    M = sp.csr_matrix((np.ones(occ.mention_passage.size), (occ.mention_passage, occ.mention_entity)),
-                      shape=(P, E))
-    M.sum_duplicates()
-    M.data[:] = 1.0
+    M = binary_csr(occ.mention_passage, occ.mention_entity, (P, E))
     W = sp.bmat([[rel + syn, M.T], [M, None]], format="csr")
     W.sum_duplicates()
     W.sort_indices()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from evichain.params_base import DATASETS, Section, register_block
+from evichain.params_base import (DATASETS, OpenUnitInterval, Section, UnitInterval, known_names,
+                                  register_block)
 
 METHODS: tuple[str, ...] = ("hipporag2", "catrag", "proprag")
 OpenIEMode = Literal["llm", "propositions"]
@@ -94,17 +95,17 @@ class PropRAGParams(Section):
     beam_width: int = Field(4, ge=1, le=100)
     max_path_length: int = Field(3, ge=1, le=10)
     parallel_seeds: int = Field(3, ge=0, le=100)
-    synonym_threshold: float = Field(0.75, ge=0.0, le=1.0)
+    synonym_threshold: UnitInterval = 0.75
     path_scoring: Literal["concatenate", "average"] = "concatenate"
     prefilter_k: int = Field(40, ge=0, le=100_000)
     stage1_paths: int = Field(20, ge=1, le=1000)
     stage1_entities: int = Field(40, ge=1, le=10_000)
-    stage1_damping: float = Field(0.75, gt=0.0, lt=1.0)
+    stage1_damping: OpenUnitInterval = 0.75
     focus_top_k: int = Field(50, ge=1, le=100_000)
     stage2_paths: int = Field(5, ge=1, le=1000)
     stage2_entities: int = Field(5, ge=1, le=10_000)
-    stage2_damping: float = Field(0.45, gt=0.0, lt=1.0)
-    outside_focus_scale: float = Field(0.5, ge=0.0, le=1.0)
+    stage2_damping: OpenUnitInterval = 0.45
+    outside_focus_scale: UnitInterval = 0.5
 
 
 class GraphParams(Section):
@@ -131,14 +132,14 @@ class GraphParams(Section):
     methods: list[str] = Field(default_factory=lambda: list(METHODS))
     openie: OpenIEMode = "llm"
     openie_by_dataset: dict[str, OpenIEMode] = Field(default_factory=dict)
-    openie_max_failure_rate: float = Field(0.05, ge=0.0, le=1.0)
+    openie_max_failure_rate: UnitInterval = 0.05
     openie_checkpoint_shard: int = Field(32, ge=1, le=100_000)
     passage_format: str = "{title}\n{text}"
-    synonymy_threshold: float = Field(0.8, ge=0.0, le=1.0)
+    synonymy_threshold: UnitInterval = 0.8
     synonymy_topk: int = Field(2047, ge=1, le=1_000_000)
     synonymy_max_per_node: int = Field(101, ge=1, le=1_000_000)
     synonymy_min_chars: int = Field(3, ge=0, le=100)
-    damping: float = Field(0.5, gt=0.0, lt=1.0)
+    damping: OpenUnitInterval = 0.5
     passage_node_weight: float = Field(0.05, ge=0.0, le=100.0)
     ppr_backend: Literal["power", "igraph"] = "power"
     ppr_tol: float = Field(1e-10, gt=0.0, le=1e-2)
@@ -148,21 +149,8 @@ class GraphParams(Section):
     catrag: CatRAGParams = CatRAGParams()
     proprag: PropRAGParams = PropRAGParams()
 
-    @field_validator("methods")
-    @classmethod
-    def _known_methods(cls, v: list[str]) -> list[str]:
-        unknown = [m for m in v if m not in METHODS]
-        if unknown:
-            raise ValueError(f"unknown graph method(s) {unknown}; known: {list(METHODS)}")
-        return v
-
-    @field_validator("openie_by_dataset")
-    @classmethod
-    def _known_datasets(cls, v: dict[str, OpenIEMode]) -> dict[str, OpenIEMode]:
-        unknown = [d for d in v if d not in DATASETS]
-        if unknown:
-            raise ValueError(f"unknown dataset(s) {unknown}; known: {list(DATASETS)}")
-        return v
+    _known_methods = known_names("methods", METHODS, "graph method")
+    _known_datasets = known_names("openie_by_dataset", DATASETS, "dataset")
 
     @model_validator(mode="after")
     def _consistent(self) -> "GraphParams":

@@ -15,10 +15,11 @@ Stop reasons: ``answered`` (the method's own stopping rule fired), ``step_limit`
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -206,6 +207,49 @@ def finish(ep: Episode, method: str, passages: Passages, evidence: Sequence[tupl
     order = ep.order if ranking is None else ranking
     return Outcome(run_rows(ep.question_id, passages, order), trace,
                    evidence=evidence_rows(ep.question_id, passages, evidence))
+
+
+# --------------------------------------------------------------------------- baselines
+@dataclass(frozen=True)
+class Exploration:
+    """What a baseline's episode found for one question (the arguments of :func:`finish`):
+    ``evidence``, ``(row, text)`` pairs in reading order; ``extras``, the method's own trace
+    columns; ``ranking``, the run order (``None``: first-retrieval order)."""
+
+    evidence: Sequence[tuple[int, str]]
+    extras: dict[str, Any]
+    ranking: Sequence[int] | None = None
+
+
+ParamsT = TypeVar("ParamsT")
+
+
+class IterativeBaseline(ABC, Generic[ParamsT]):
+    """An iterative baseline over the corpus ``passages``, retrieving with ``searcher``,
+    configured by its params block (``ParamsT``), run one question at a time.
+
+    :meth:`run` opens an :class:`Episode`, lets the method's :meth:`explore` loop fill it and
+    returns :func:`finish`'s outcome. No per-question state lives on the instance, so one
+    instance serves concurrent questions (thread-safe). Subclasses set ``name``.
+    """
+
+    name: str
+
+    def __init__(self, passages: Passages, searcher: Searcher, params: ParamsT) -> None:
+        self.passages = passages
+        self.searcher = searcher
+        self.params = params
+
+    def run(self, client: LLMClient, question_id: str, question: str) -> Outcome:
+        """The outcome of ``question``: a fresh episode, explored, then finished."""
+        ep = Episode(question_id, question, client)
+        found = self.explore(ep)
+        return finish(ep, self.name, self.passages, found.evidence, found.extras,
+                      ranking=found.ranking)
+
+    @abstractmethod
+    def explore(self, ep: Episode) -> Exploration:
+        """The method's loop over one question (``ep.question``); sets the stop reason."""
 
 
 def summarize(method: str, traces: pd.DataFrame) -> dict[str, Any]:

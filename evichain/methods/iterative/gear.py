@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evichain.llm import LLMClient
-from evichain.methods.iterative.common import (Encoder, Episode, Outcome, Passages, Searcher,
-                                               clean_text, finish)
+from evichain.methods.iterative.common import (Encoder, Episode, Exploration, IterativeBaseline,
+                                               Passages, Searcher, clean_text)
 from evichain.methods.iterative.gear_graph import EntityGraph
 from evichain.methods.iterative.params import GeARParams
 from evichain.methods.iterative.prompts import (GEAR_ANSWERABLE, GEAR_MEMORY, GEAR_TRIPLES, data,
@@ -79,22 +78,22 @@ def triple_text(t: Triple) -> str:
     return " ".join(t)
 
 
-class GeAR:
+class GeAR(IterativeBaseline[GeARParams]):
     """GeAR for one question at a time (thread-safe)."""
 
     name = "gear"
 
     def __init__(self, passages: Passages, searcher: Searcher, graph: EntityGraph,
                  encode: Encoder, params: GeARParams) -> None:
-        self.passages = passages
-        self.searcher = searcher
+        super().__init__(passages, searcher, params)
         self.graph = graph
         self.encode = encode
-        self.params = params
 
-    def run(self, client: LLMClient, question_id: str, question: str) -> Outcome:
-        ep = Episode(question_id, question, client)
-        state = GeARState(queries=[question])
+    def explore(self, ep: Episode) -> Exploration:
+        """Agent iterations until answerable or ``max_steps``; evidence in
+        :meth:`_evidence_order`, which is also the run order when ``run_order`` is
+        ``evidence``."""
+        state = GeARState(queries=[ep.question])
         for step in range(1, self.params.max_steps + 1):
             ep.n_steps = step
             if not self._step(ep, state, final=step == self.params.max_steps):
@@ -104,7 +103,7 @@ class GeAR:
         run = ranking if self.params.run_order == "evidence" else None
         extras = {"memory": [" | ".join(t) for t in state.memory], "n_proximal_triples": state.n_proximal,
                   "expanded_ids": [[self.passages.ids[r] for r in rows] for rows in state.expanded]}
-        return finish(ep, self.name, self.passages, evidence, extras, ranking=run)
+        return Exploration(evidence, extras, ranking=run)
 
     def _step(self, ep: Episode, state: GeARState, final: bool) -> bool:
         """One agent iteration; False when the loop stops."""

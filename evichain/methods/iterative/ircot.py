@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import re
 
-from evichain.llm import LLMClient
 from evichain.text.sentences import split_sentences
-from evichain.methods.iterative.common import (Episode, Outcome, Passages, Searcher, clean_text,
-                                               finish)
+from evichain.methods.iterative.common import Episode, Exploration, IterativeBaseline, clean_text
 from evichain.methods.iterative.params import IRCoTParams
 from evichain.methods.iterative.prompts import IRCOT, IRCoTStep, data
 
@@ -51,27 +49,22 @@ def parse_step(value: IRCoTStep, ep: Episode) -> tuple[str, str | None]:
     return sentence, answer
 
 
-class IRCoT:
+class IRCoT(IterativeBaseline[IRCoTParams]):
     """IRCoT for one question at a time (no mutable shared state: thread-safe)."""
 
     name = "ircot"
 
-    def __init__(self, passages: Passages, searcher: Searcher, params: IRCoTParams) -> None:
-        self.passages = passages
-        self.searcher = searcher
-        self.params = params
-
-    def run(self, client: LLMClient, question_id: str, question: str) -> Outcome:
-        ep = Episode(question_id, question, client)
+    def explore(self, ep: Episode) -> Exploration:
+        """Steps 1–4 of the module docstring; evidence = P in collection order."""
         collected: list[int] = []
-        self._collect(ep, collected, ep.retrieve(self.searcher, question, self.params.k))
+        self._collect(ep, collected, ep.retrieve(self.searcher, ep.question, self.params.k))
         reasoning: list[str] = []
         for step in range(1, self.params.max_steps + 1):
             ep.n_steps = step
             if not self._step(ep, collected, reasoning, final=step == self.params.max_steps):
                 break
         evidence = [(j, self.passages.texts[j]) for j in collected]
-        return finish(ep, self.name, self.passages, evidence, {"reasoning": reasoning})
+        return Exploration(evidence, {"reasoning": reasoning})
 
     def _step(self, ep: Episode, collected: list[int], reasoning: list[str], final: bool) -> bool:
         """One reasoning step and its retrieval; False when the loop stops."""

@@ -29,10 +29,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from evichain.llm import LLMClient
 from evichain.text.sentences import split_sentences
-from evichain.methods.iterative.common import (Episode, Outcome, Passages, Searcher, clean_text,
-                                               finish)
+from evichain.methods.iterative.common import Episode, Exploration, IterativeBaseline, clean_text
 from evichain.methods.iterative.params import S2GRAGParams
 from evichain.methods.iterative.prompts import (S2G_JUDGE, GapItem, SufficiencyJudgement, data,
                                                 selection_prompt)
@@ -97,22 +95,18 @@ def clean_ids(raw: list[int], n: int, k: int, ep: Episode) -> list[int]:
     return distinct[:k]
 
 
-class S2GRAG:
+class S2GRAG(IterativeBaseline[S2GRAGParams]):
     """S2G-RAG for one question at a time (thread-safe; sentence splits cached per call)."""
 
     name = "s2g_rag"
 
-    def __init__(self, passages: Passages, searcher: Searcher, params: S2GRAGParams) -> None:
-        self.passages = passages
-        self.searcher = searcher
-        self.params = params
-
-    def run(self, client: LLMClient, question_id: str, question: str) -> Outcome:
-        ep = Episode(question_id, question, client)
+    def explore(self, ep: Episode) -> Exploration:
+        """Turns of select (steps 1–2) and judge until sufficient or ``max_turns``; evidence =
+        the selected sentences of each document."""
         ctx = EvidenceContext()
         sentences: dict[int, list[str]] = {}
         gaps: list[GapItem] = []
-        query = question
+        query = ep.question
         judged: list[str] = []
         for turn in range(1, self.params.max_turns + 1):
             ep.n_steps = turn
@@ -128,8 +122,7 @@ class S2GRAG:
             judged.append(json.dumps([g.model_dump() for g in gaps]))
             query = gap_query(gaps, self.params.gap_query) or self._no_gap(ep)
         evidence = ctx.documents(sentences)
-        extras = {"gap_items": judged, "n_selected_sentences": len(ctx.picked)}
-        return finish(ep, self.name, self.passages, evidence, extras)
+        return Exploration(evidence, {"gap_items": judged, "n_selected_sentences": len(ctx.picked)})
 
     def _select(self, ep: Episode, ctx: EvidenceContext, sentences: dict[int, list[str]],
                 query: str, gaps: list[GapItem], turn: int) -> bool:

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 from itertools import zip_longest
 
-from evichain.llm import LLMClient
-from evichain.methods.iterative.common import (Episode, Outcome, Passages, Searcher, clean_text,
-                                               finish)
+from evichain.methods.iterative.common import Episode, Exploration, IterativeBaseline, clean_text
 from evichain.methods.iterative.params import SelfAskParams
 from evichain.methods.iterative.prompts import SELF_ASK, SelfAskStep, data
 from evichain.qa.prompts import READER
@@ -58,29 +56,24 @@ def round_robin(groups: list[list[int]]) -> list[int]:
     return list(dict.fromkeys(merged))
 
 
-class SelfAsk:
+class SelfAsk(IterativeBaseline[SelfAskParams]):
     """Self-Ask for one question at a time (thread-safe)."""
 
     name = "self_ask"
 
-    def __init__(self, passages: Passages, searcher: Searcher, params: SelfAskParams) -> None:
-        self.passages = passages
-        self.searcher = searcher
-        self.params = params
-
-    def run(self, client: LLMClient, question_id: str, question: str) -> Outcome:
-        ep = Episode(question_id, question, client)
+    def explore(self, ep: Episode) -> Exploration:
+        """Follow-ups until a final answer or a stop; evidence = the hops' passages taken
+        rank by rank (:func:`round_robin`)."""
         hops: list[list[int]] = []
         if self.params.question_retrieval:
-            hops.append(ep.retrieve(self.searcher, question, self.params.k))
+            hops.append(ep.retrieve(self.searcher, ep.question, self.params.k))
             ep.add(hops[-1])
         steps: list[dict[str, str]] = []
         while self._step(ep, steps, hops):
             pass
         evidence = [(j, self.passages.texts[j]) for j in round_robin(hops)]
-        extras = {"follow_ups": [s["follow_up"] for s in steps],
-                  "intermediate_answers": [s["intermediate_answer"] for s in steps]}
-        return finish(ep, self.name, self.passages, evidence, extras)
+        return Exploration(evidence, {"follow_ups": [s["follow_up"] for s in steps],
+                                      "intermediate_answers": [s["intermediate_answer"] for s in steps]})
 
     def _step(self, ep: Episode, steps: list[dict[str, str]], hops: list[list[int]]) -> bool:
         """Ask, search and answer one follow-up; False when the loop stops."""
