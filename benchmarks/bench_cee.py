@@ -96,7 +96,7 @@ def main() -> None:
     explicit = (f"For comparison, g(p, d) through the literal Eq. 3–4 tensors "
                 f"(`refined_scores_explicit`, 384-d, 13 × 130 × 30): p50 {r['p50']:.2f} ms, "
                 f"p95 {r['p95']:.2f} ms — `rank_pool` uses the algebraically identical Gram form "
-                f"(`refined_scores`, equal to 1e-12 in tests/test_cee_equations.py).")
+                f"(`refined_scores`, equal to 1e-12 in tests/methods/cee/test_cee_equations.py).")
     print(explicit, flush=True)
     ret = ["| dim | corpus | probes | p50 ms | p95 ms | mean ms |", "|---:|---:|---:|---:|---:|---:|"]
     for dim, n, n_p in [(384, 6119, 4), (768, 6119, 4), (384, 50_000, 4)]:

@@ -39,7 +39,7 @@ stage's ``deps:`` block (every other line and comment stays; it refuses a deps b
 comment among its source deps) and is idempotent; it re-reads ``dvc.yaml`` right before writing
 and checks that the rewritten file loads to the same stages except for their source deps.
 
-``tests/test_dvc_deps.py`` runs ``--check`` on the real ``dvc.yaml``.
+``tests/scripts/test_dvc_deps.py`` runs ``--check`` on the real ``dvc.yaml``.
 """
 
 from __future__ import annotations

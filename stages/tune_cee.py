@@ -7,7 +7,7 @@ through the LLM client and its cache, so a recorded run replays with 0 model cal
 pools once per γ of ``cee.tuning.bridge_inherit`` and writes ``reports/tuning/<dataset>-cee.csv``
 (one row per γ: the objective and every metric's mean) and ``reports/tuning/<dataset>-cee.json``
 (the chosen γ, the objective, the question count, LLM usage). The chosen γ is copied into
-``cee.bridge_inherit`` of ``params.yaml`` by hand; ``tests/test_cee_tuning.py`` checks that they
+``cee.bridge_inherit`` of ``params.yaml`` by hand; ``tests/methods/cee/test_cee_tuning.py`` checks that they
 agree. Fails (after writing) above ``llm.max_failure_rate`` of failed LLM requests.
 """
 

@@ -7,7 +7,7 @@ tuning sample out). The grid and the rule are :mod:`evichain.retrieval.fusion_tu
 Writes ``reports/tuning/<dataset>-fusion.json`` (dataset, question count, rule, grid, metrics,
 chosen w, ``fusion.weights`` at the time, grid rows) and ``reports/tuning/<dataset>-fusion.md``
 (the same grid for reading, with PropRAG's wall time). The chosen w is copied into
-``params.yaml``'s ``fusion.weights`` by hand; ``tests/test_fusion.py`` checks that they agree.
+``params.yaml``'s ``fusion.weights`` by hand; ``tests/retrieval/test_fusion.py`` checks that they agree.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ project.
 
 A new built-in method adds its lines here; a method kept outside the repository registers
 itself through ``$EVICHAIN_METHODS`` instead (:func:`evichain.methods.base.plugin_modules`).
-``tests/test_method_contract.py`` checks that every module registers exactly what is listed.
+``tests/methods/test_method_contract.py`` checks that every module registers exactly what is listed.
 """
 
 METHOD_MODULES: dict[str, str] = {

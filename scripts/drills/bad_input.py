@@ -4,7 +4,7 @@ names the file / key / question and says what to do, or (LLM endpoint) give fail
 Each case builds a small work directory (a 2Wiki-format source folder with ``SHA256SUMS``, a
 params file, artifacts) and runs the real stage. ``python -m scripts.drills.bad_input`` runs
 every case as a subprocess (as DVC would) and records its exit code, its stderr error lines,
-traceback lines, and seconds; the CI test (``tests/test_reliability_bad_input.py``) runs them
+traceback lines, and seconds; the CI test (``tests/scripts/drills/test_reliability_bad_input.py``) runs them
 in-process.
 
     python -m scripts.drills.bad_input --out reports/drills/bad_input.json
