@@ -18,7 +18,7 @@ from evichain.methods.cee.params import variant_params
 from evichain.methods.cee.tuning import choose, grid_table
 from evichain.paths import DatasetPaths
 from flows.common import with_runner
-from flows.method import StageClients, build_context
+from flows.method import StageClients, prepare
 from flows.questions import QuestionFn, retrieve_questions
 
 
@@ -38,9 +38,7 @@ def tuning_flow(paths: DatasetPaths, params: Params, stage: str = "tune_cee") ->
     cee = get_method("cee")
     robust = variant_params(params.cee, "robust")
     clients = StageClients(stage)
-    ctx, questions = build_context(paths, cee, "robust", params, clients)
-    ctx.encoder()(questions["question"].astype(str).tolist())
-    index = cee.index(ctx, "robust")
+    ctx, questions, index = prepare(paths, cee, "robust", params, clients)
     retriever = cee.build(ctx, "robust", index).inner
     explored = retrieve_questions(QuestionFn(lambda qid, q: (qid, retriever.explorer.run(q))),
                                   questions["question_id"], questions["question"],

@@ -48,7 +48,7 @@ from evichain.metrics.retrieval import per_question_metrics
 from evichain.paths import DatasetPaths
 from evichain.retrieval.run import run_table
 from flows.common import Progress, collect, shard_size, shards, with_runner
-from flows.method import StageClients, build_context
+from flows.method import StageClients, prepare
 
 
 # =========================================================================== extraction
@@ -220,9 +220,7 @@ def tuning_flow(paths: DatasetPaths, params: Params, stage: str = "tune_evirefor
     method from the registry (one index, one LLM client), built once per configuration."""
     method = get_method("evireform")
     clients = StageClients(stage)
-    ctx, questions = build_context(paths, method, "full", params, clients)
-    ctx.encoder()(questions["question"].astype(str).tolist())
-    index = method.index(ctx)
+    ctx, questions, index = prepare(paths, method, "full", params, clients)
     ev = params.evireform
     objective = ev.tuning.objective
 

@@ -132,6 +132,15 @@ def build_context(paths: DatasetPaths, method: Method, variant: str | None, para
     return ctx, questions
 
 
+def prepare(paths: DatasetPaths, method: Method, variant: str | None, params: Params,
+            clients: StageClients) -> tuple[BuildContext, pd.DataFrame, Any]:
+    """The context, the questions (encoded first, in bulk, so a method that encodes its question
+    inside a task reads it from the embedding cache) and the method's index for ``variant``."""
+    ctx, questions = build_context(paths, method, variant, params, clients)
+    ctx.encoder()(questions["question"].astype(str).tolist())
+    return ctx, questions, method.index(ctx, variant)
+
+
 def assemble(method: Method, variant: str | None, params: Params, questions: pd.DataFrame,
              results: Sequence[QuestionResult], index: Any, usage: dict[str, Any],
              wall_s: float) -> MethodOutput:
@@ -157,9 +166,7 @@ def retrieval_flow(paths: DatasetPaths, method: str, variant: str | None, params
     docstring, steps 1-4)."""
     chosen = get_method(method)
     clients = StageClients(stage)  # build() makes them in this thread (a local server's owner)
-    ctx, questions = build_context(paths, chosen, variant, params, clients)
-    ctx.encoder()(questions["question"].astype(str).tolist())
-    index = chosen.index(ctx, variant)
+    ctx, questions, index = prepare(paths, chosen, variant, params, clients)
     retriever = chosen.build(ctx, variant, index)
     start = time.perf_counter()
     with chosen.compute_limits():
