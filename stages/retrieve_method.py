@@ -35,11 +35,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from stages._common import run_stage, write_method_outputs
+
+if TYPE_CHECKING:
+    from evichain.methods.base import Method
 
 app = typer.Typer(add_completion=False)
 
@@ -88,7 +91,7 @@ def stage_names(dataset: str, method: str, variant: str | None = None) -> StageN
         raise ValueError(f"unknown --method {method!r}: {exc}") from None
     family = chosen.family
     if family == "registered":
-        return registered_names(dataset, method, variant)
+        return registered_names(dataset, chosen, variant)
     if family in VARIANT_FAMILIES:
         v = variant or "full"
         return StageNames(family, v, f"{method}-{v}", f"retrieve_{method}-{v}",
@@ -104,17 +107,11 @@ def stage_names(dataset: str, method: str, variant: str | None = None) -> StageN
     return StageNames(family, method, method, f"retrieve-{method}", flow_stage, label)
 
 
-def registered_names(dataset: str, method: str, variant: str | None) -> StageNames:
+def registered_names(dataset: str, chosen: Method, variant: str | None) -> StageNames:
     """Names of a method of family ``registered`` (a plug-in, or ``hybrid``):
     ``runs/M[-V].parquet``, ``usage/retrieve-M[-V].json``, stage ``retrieve_method@D-M[-V]``."""
-    from evichain.methods.base import UnknownMethodError, get_method
-
-    try:
-        chosen = get_method(method)
-    except UnknownMethodError as exc:
-        raise ValueError(f"unknown --method {method!r}: {exc}") from None
     v = chosen.check_variant(variant)
-    run = method if v == "default" else f"{method}-{v}"
+    run = chosen.run_name(variant)
     return StageNames("registered", v, run, f"retrieve-{run}", f"retrieve-{run}",
                       f"retrieve_method@{dataset}-{run}")
 
