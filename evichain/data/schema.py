@@ -67,6 +67,24 @@ _SEP = "\x1f"
 MAX_PASSAGE_CHARS = 100_000
 
 
+def overlong_passage(text: str) -> str | None:
+    """What is wrong with a passage text longer than :data:`MAX_PASSAGE_CHARS`; ``None`` if it fits."""
+    if len(text) <= MAX_PASSAGE_CHARS:
+        return None
+    return (f"has {len(text):,} characters, more than the {MAX_PASSAGE_CHARS:,}-character limit "
+            "for one passage (MAX_PASSAGE_CHARS in evichain/data/schema.py: no LLM context of the "
+            "bundled model holds a longer one)")
+
+
+def unicode_problem(value: str) -> str | None:
+    """What makes ``value`` unencodable as UTF-8 (a lone surrogate) and where; ``None`` if valid."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate {value[exc.start]!r} at character {exc.start}"
+    return None
+
+
 def passage_id(title: str, text: str) -> str:
     """Stable content-hash id of a passage: ``"p"`` + first 16 hex digits of SHA-256."""
     digest = hashlib.sha256(f"{title}{_SEP}{text}".encode("utf-8")).hexdigest()
@@ -122,11 +140,11 @@ def validate_corpus(df: pd.DataFrame) -> None:
             raise ValueError(f"corpus: empty title for {pid!r} (text {text[:60]!r})")
         if not text.strip():
             raise ValueError(f"corpus: empty text for {pid!r} (title {title!r})")
-        if len(text) > MAX_PASSAGE_CHARS:
+        too_long = overlong_passage(text)
+        if too_long is not None:
             raise ValueError(
-                f"corpus: passage {pid!r} (title {title!r}) has {len(text):,} characters, more than "
-                f"the {MAX_PASSAGE_CHARS:,} allowed for one passage; split long documents into "
-                "passages (as the Medical converter does with data.medical.chunk_words)"
+                f"corpus: passage {pid!r} (title {title!r}): text {too_long}; split long documents "
+                "into passages (as the Medical converter does with data.medical.chunk_words)"
             )
     dup = df.duplicated(["title", "text"])
     if dup.any():
@@ -184,11 +202,9 @@ def _check_strings(col: pd.Series, ids: pd.Series, table: str, name: str) -> Non
 
 
 def _check_unicode(value: str, where: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"{where} is not valid Unicode (a lone surrogate at character "
-                         f"{exc.start})") from None
+    problem = unicode_problem(value)
+    if problem is not None:
+        raise ValueError(f"{where} is not valid Unicode ({problem})")
 
 
 def _check_nonempty_strings(col: pd.Series, ids: pd.Series, table: str, name: str) -> None:
