@@ -10,8 +10,8 @@ project.
   them all.
 * :data:`METHOD_FAMILIES`: method name → its family, whose conventions name the method's
   stage outputs and place it in the report (``iterative_graph``: an iterative baseline that
-  also reads the proposition index; ``registered``: named as a plug-in). A method not listed
-  here is ``registered``.
+  also reads the proposition index; ``registered``: named as a plug-in, ``hybrid`` and ``fused``
+  included). A method not listed here is ``registered``.
 * :data:`BLOCK_MODULES`: top-level ``params.yaml`` block of a method → its params module, whose
   import registers the block (:func:`evichain.params_base.register_block`).
   :mod:`evichain.config` knows every valid block name from here and loads a block's module by
@@ -40,6 +40,7 @@ METHOD_MODULES: dict[str, str] = {
     "evireform": "evichain.methods.evireform.method",
     "cee": "evichain.methods.cee.method",
     "hybrid": "evichain.methods.hybrid.method",
+    "fused": "evichain.methods.fused.method",
 }
 
 METHOD_FAMILIES: dict[str, str] = {
@@ -50,6 +51,7 @@ METHOD_FAMILIES: dict[str, str] = {
     "gear": "iterative_graph",
     "hipporag2": "graph", "catrag": "graph", "proprag": "graph",
     "evireform": "evireform", "cee": "cee", "hybrid": "registered",
+    "fused": "registered",
 }
 
 BLOCK_MODULES: dict[str, str] = {
@@ -59,4 +61,5 @@ BLOCK_MODULES: dict[str, str] = {
     "graph": "evichain.methods.graph.params",
     "evireform": "evichain.methods.evireform.params",
     "cee": "evichain.methods.cee.params",
+    "fused": "evichain.methods.fused.params",
 }

@@ -17,13 +17,20 @@ different (``scripts/tune_fusion.results.md``). Neither paper fuses with another
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from evichain.metrics.cost import token_columns
+from evichain.retrieval.params import FusionParams
 from evichain.retrieval.run import RUN_COLUMNS, run_table
+
+SEEDS_FUSED = "seeds-fused"
+"""The name of the fused run of the seed-fusion tuning record (``fuse_seeds`` stage, ``fused``
+method)."""
 
 
 def scaled_scores(run: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -84,3 +91,16 @@ def fused_trace(traces: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame({"question_id": pd.Series(dtype="str")})
     return pd.concat(parts, axis=1).fillna(0).astype("int64").reset_index()
+
+
+def record_fusion(path: Path, name: str = SEEDS_FUSED) -> FusionParams:
+    """Fusion settings of a tuning record (``scripts/tune_seed_fusion.py``'s JSON) under
+    ``name``: the record's two ``runs`` with weights (w, 1 − w), w = its ``chosen_w``, and its
+    ``depth``. A record without one of those keys is a ValueError naming the file."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    missing = [k for k in ("runs", "chosen_w", "depth") if k not in rec]
+    if missing:
+        raise ValueError(f"{path}: no {missing} (write it with scripts/tune_seed_fusion.py)")
+    w = float(rec["chosen_w"])
+    return FusionParams(name=name, runs=list(rec["runs"]), weights=[w, round(1.0 - w, 10)],
+                        depth=int(rec["depth"]))
