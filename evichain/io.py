@@ -22,20 +22,54 @@ import pyarrow.parquet as pq
 
 @contextmanager
 def atomic_path(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``target``; rename it over ``target`` on success."""
+    """Yield a temporary path beside ``target``; on success fsync it and rename it over ``target``.
+
+    The temporary file is ``.<name>.<random>.tmp`` in the target's folder, so ``os.replace`` is
+    an atomic rename on the same file system: readers see the old file or the new one, never a
+    part. If the ``with`` body raises anything (a serializer error, ``KeyboardInterrupt``), the
+    temporary file is removed and ``target`` is left exactly as it was. The new file gets the
+    mode a plain ``open(target, "w")`` would give (``0o666`` minus the umask), not ``mkstemp``'s
+    ``0o600``; after the rename the folder is fsynced so the rename itself survives a crash.
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        tmp = Path(tmp_name)
+        os.close(fd)
         yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, target)
+        _fsync_dir(target.parent)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+def _read_umask() -> int:
+    """The process umask, read once at import (setting and restoring it, as there is no getter,
+    is not thread-safe, so it is not done per write)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def _fsync_dir(directory: Path) -> None:
+    """fsync a folder so a rename in it is durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows: folders cannot be opened; rename durability is the OS's
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_parquet(df: pd.DataFrame, path: str | Path) -> Path:

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from evichain.io import write_text
+
 CHECKSUMS_FILE = "SHA256SUMS"
 SHARED_HINT = "re-copy it from the shared benchmark data (../shared/data, see data/SOURCES.md)"
 _SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
@@ -68,12 +70,10 @@ def read_checksums(source_dir: Path) -> dict[str, str]:
 
 
 def write_checksums(source_dir: Path, files: Iterable[str]) -> Path:
-    """Write ``source_dir/SHA256SUMS`` for ``files`` (relative paths), sorted by path."""
+    """Write ``source_dir/SHA256SUMS`` for ``files`` (relative paths), sorted by path, atomically."""
     source_dir = Path(source_dir)
     lines = [f"{sha256_file(source_dir / rel)}  {rel}\n" for rel in sorted(files)]
-    target = source_dir / CHECKSUMS_FILE
-    target.write_text("".join(lines), encoding="utf-8")
-    return target
+    return write_text("".join(lines), source_dir / CHECKSUMS_FILE)
 
 
 def verify_sources(source_dir: Path, files: Iterable[str]) -> None:
