@@ -6,8 +6,9 @@ around it that a user runs by hand (``evichain run``, which runs one method on a
 files through the flows, is added by :mod:`flows.cli`, the console entry point):
 
 * ``evichain methods [--params PATH]``: every registered method with its family, variants,
-  whether it calls an LLM at query time, and the index tables its default variant reads
-  (those an LLM builds under the params marked).
+  whether its default variant calls an LLM at query time, the index it reads besides the
+  passages (propositions, triples, CEE facets, a first-stage run) and whether an LLM builds
+  that index under the params (all declared by the methods: ``Method.index_sources``).
 * ``evichain cache stats``: rows and tokens per prompt in the LLM cache.
 * ``evichain cache import FILE...``: copy a recorded cache (e.g. ``reproduce/*.sqlite``) into
   the LLM cache, so that a stage re-run on this machine repeats none of the recorded calls. A
@@ -36,8 +37,9 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from evichain.config import ParamsError, load_params, parse_params
+from evichain.config import Params, ParamsError, load_params, parse_params
 from evichain.llm.cache import LLMCache, default_cache_path, read_summary
+from evichain.methods.base import IndexSource
 
 app = typer.Typer(help="evichain: run a method on your own data, list the methods, LLM cache "
                        "tools, a params check and report tools (the pipeline runs with dvc repro).",
@@ -117,71 +119,51 @@ def cache_export(
     typer.echo(f"{dest}: {written} responses from {store.path}")
 
 
-_LLM_TABLES: tuple[tuple[str, str, str, str], ...] = (
-    ("propositions", "evireform", "index.extractor", "index.extractor_by_dataset"),
-    ("triples", "graph", "openie", "openie_by_dataset"),
-    ("facets", "cee", "facets.source", ""),
-)
-"""Index tables an LLM may build: table, params block, the setting (``llm`` = an LLM builds it)
-and its per-dataset overrides."""
+def method_rows(params: Params) -> tuple[list[tuple[str, ...]], dict[str, IndexSource]]:
+    """One row per registered method (name, family, query-time LLM of its default variant, the
+    index it reads, whether an LLM builds that index, variants with the default starred), and
+    every index source those default variants read, by description. All of it comes from the
+    methods: :meth:`~evichain.methods.base.Method.calls_llm`, ``Method.sources`` and
+    :class:`~evichain.methods.base.IndexSource`."""
+    from evichain.methods.base import methods
 
-
-def _setting(block: object, dotted: str) -> object:
-    for part in dotted.split("."):
-        block = getattr(block, part)
-    return block
-
-
-def llm_built_tables(params: object) -> dict[str, str]:
-    """Table → why an LLM builds it under ``params`` (``evireform.index.extractor: llm``, with
-    the datasets whose override says otherwise), for the tables of :data:`_LLM_TABLES`."""
-    built: dict[str, str] = {}
-    for table, key, setting, by_dataset in _LLM_TABLES:
-        block = params.block(key)  # type: ignore[attr-defined]
-        if _setting(block, setting) != "llm":
-            continue
-        note = f"{key}.{setting}: llm"
-        others = {d: v for d, v in (_setting(block, by_dataset) if by_dataset else {}).items()
-                  if v != "llm"}
-        if others:
-            note += " (" + "; ".join(f"{v} on {', '.join(sorted(d for d in others if others[d] == v))}"
-                                     for v in sorted(set(others.values()))) + ")"
-        built[table] = note
-    return built
+    rows: list[tuple[str, ...]] = []
+    read: dict[str, IndexSource] = {}
+    for m in methods().values():
+        default = m.check_variant(None)
+        sources = m.sources(params, default)
+        read.update({s.describe(): s for s in sources})
+        index = ", ".join(s.describe() for s in sources) or "passages only"
+        built = ", ".join(dict.fromkeys(s.llm_column(params) for s in sources)) or "no"
+        variants = ", ".join(f"{v}*" if v == default and len(m.variants) > 1 else v
+                             for v in m.variants)
+        rows.append((m.name, m.family, "yes" if m.calls_llm(params, default) else "no", index,
+                     built, variants))
+    return rows, read
 
 
 @app.command("methods")
 def list_methods(params_file: Annotated[Path, typer.Option(
-        "--params", help="params file the tables are read under")] = Path("params.yaml"),
+        "--params", help="params file the LLM settings are read under")] = Path("params.yaml"),
                  ) -> None:
-    """List the methods: family, LLM use, index tables read and variants."""
-    from evichain.methods.base import methods
-
+    """List the methods: family, LLM use at query time and in the index, index read, variants."""
     try:
         default_missing = params_file == Path("params.yaml") and not params_file.exists()
         params = parse_params({}) if default_missing else load_params(params_file)
-        llm_tables = llm_built_tables(params)
-        rows = []
-        for m in methods().values():
-            default = m.check_variant(None)
-            tables = [f"{t} (LLM)" if t in llm_tables else t for t in m.tables(params, default)]
-            variants = ", ".join(f"{v}*" if v == default and len(m.variants) > 1 else v
-                                 for v in m.variants)
-            rows.append((m.name, m.family, "yes" if m.uses_llm else "no",
-                         ", ".join(tables) or "-", variants))
+        rows, read = method_rows(params)
     except (ParamsError, FileNotFoundError) as exc:
         _fail(exc)
-    head = ("method", "family", "LLM", "index tables (default variant)", "variants (* default)")
-    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(4)]
+    head = ("method", "family", "query LLM", "index read (default variant)", "index LLM",
+            "variants (* default)")
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(5)]
     for row in (head, *rows):
-        typer.echo("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=True)) + "  " + row[5])
     source = "the default params (no params.yaml here)" if default_missing else params_file
-    typer.echo(f"LLM: the method calls an LLM at query time. (LLM): an LLM builds the table "
+    typer.echo("query LLM: the default variant calls an LLM per question. index read: the tables "
+               "besides the passages (the stage that builds them). index LLM: who builds them, "
                f"under {source}:")
-    for table, note in llm_tables.items():
-        typer.echo(f"  {table}: {note}")
-    if not llm_tables:
-        typer.echo("  none")
+    for described, index_source in sorted(read.items()):
+        typer.echo(f"  {described}: {index_source.llm_note(params)}")
 
 
 @params_app.command("check")

@@ -60,6 +60,86 @@ if TYPE_CHECKING:
 PROPOSITION_TABLES: tuple[str, ...] = ("propositions", "entities", "incidence")
 """The proposition–entity index tables (EviReform's index; PropRAG, GeAR and the hybrid read it)."""
 
+
+@dataclass(frozen=True)
+class IndexSource:
+    """An index input a method reads besides the passages: the tables it puts in
+    ``BuildContext.tables``, the stage that writes them, and whether an LLM builds them.
+
+    ``llm``: True (an LLM always builds the tables), False (never), or the dotted params
+    setting whose value ``llm`` means an LLM builds them (``evireform.index.extractor``);
+    ``by_dataset``: the dotted setting holding that setting's per-dataset overrides."""
+
+    label: str
+    tables: tuple[str, ...]
+    stage: str
+    llm: bool | str
+    by_dataset: str = ""
+
+    def describe(self) -> str:
+        """``label (stage)``, e.g. ``propositions (extract_propositions)``."""
+        return f"{self.label} ({self.stage})"
+
+    @staticmethod
+    def _setting(params: Params, dotted: str) -> Any:
+        """The value of the dotted setting ``block.key...`` of ``params``."""
+        head, *rest = dotted.split(".")
+        value: Any = params.block(head)
+        for part in rest:
+            value = getattr(value, part)
+        return value
+
+    def built_by_llm(self, params: Params) -> bool:
+        """Whether an LLM builds the tables under ``params`` (its setting as written, before
+        per-dataset overrides)."""
+        if isinstance(self.llm, bool):
+            return self.llm
+        return bool(self._setting(params, self.llm) == "llm")
+
+    def dataset_overrides(self, params: Params) -> dict[str, str]:
+        """Datasets whose override of the setting changes who builds the tables: dataset → the
+        overriding value (empty for a source without a per-dataset setting)."""
+        if not self.by_dataset:
+            return {}
+        default = self.built_by_llm(params)
+        overrides = self._setting(params, self.by_dataset)
+        return {str(d): str(v) for d, v in sorted(overrides.items()) if (v == "llm") != default}
+
+    def llm_column(self, params: Params) -> str:
+        """``yes`` / ``no`` (an LLM builds the tables), ``per dataset`` where overrides differ."""
+        if self.dataset_overrides(params):
+            return "per dataset"
+        return "yes" if self.built_by_llm(params) else "no"
+
+    def llm_note(self, params: Params) -> str:
+        """Who builds the tables under ``params``: ``an LLM`` / ``no LLM``, with the setting and
+        its overrides, e.g. ``an LLM (evireform.index.extractor: llm; sentences on musique)``."""
+        who = "an LLM" if self.built_by_llm(params) else "no LLM"
+        if isinstance(self.llm, bool):
+            return who
+        others = self.dataset_overrides(params)
+        extra = "".join(f"; {v} on {', '.join(d for d in others if others[d] == v)}"
+                        for v in sorted(set(others.values())))
+        return f"{who} ({self.llm}: {self._setting(params, self.llm)}{extra})"
+
+
+PROPOSITION_INDEX = IndexSource("propositions", PROPOSITION_TABLES,
+                                "extract_propositions",
+                                "evireform.index.extractor", "evireform.index.extractor_by_dataset")
+"""The proposition–entity index: LLM or sentence extractor per ``evireform.index``."""
+TRIPLE_INDEX = IndexSource("triples", ("triples",), "extract_triples", "graph.openie",
+                           "graph.openie_by_dataset")
+"""HippoRAG 2's OpenIE triples, read when ``graph.openie: llm`` (an LLM extracts them; a
+dataset overridden to ``propositions`` reads the proposition index instead)."""
+FACET_INDEX = IndexSource("CEE facets", ("facets",), "generate_facets", "cee.facets.source")
+"""CEE's facet table, read when ``cee.facets.source: llm`` (an LLM writes the facet queries)."""
+DENSE_RUN_INDEX = IndexSource("first-stage run", ("runs/dense",), "retrieve_dense", False)
+"""The dense run a reranker cuts its pools from."""
+BUILTIN_INDEX_SOURCES: tuple[IndexSource, ...] = (PROPOSITION_INDEX, TRIPLE_INDEX, FACET_INDEX,
+                                                  DENSE_RUN_INDEX)
+"""The index inputs the built-in stages write (a method that reads one of their tables without
+declaring it, e.g. a fusion of methods, is resolved against these)."""
+
 Row = tuple[str, int, str, float]
 """A run row: (question_id, rank from 1, passage_id, score)."""
 
@@ -193,7 +273,9 @@ class Method(ABC):
     ``Params``: the pydantic model of the method's params block; ``params_key``: where that
     block sits in ``params.yaml`` (dotted for nested blocks: ``retrieval.bm25``); ``variants``:
     the named variants ``build`` accepts (``None`` = :attr:`default_variant`); ``uses_llm``:
-    whether ``build`` makes an LLM client (for some variants at least).
+    whether ``build`` makes an LLM client (for some variants at least); ``index_sources``: every
+    index input (:class:`IndexSource`) the method may read besides the passages, whichever
+    variant and params (:meth:`tables` says which it reads under given params).
     """
 
     name: ClassVar[str]
@@ -202,6 +284,7 @@ class Method(ABC):
     variants: ClassVar[tuple[str, ...]] = ("default",)
     default_variant: ClassVar[str | None] = None
     uses_llm: ClassVar[bool] = False
+    index_sources: ClassVar[tuple[IndexSource, ...]] = ()
 
     @property
     def family(self) -> str:
@@ -228,6 +311,27 @@ class Method(ABC):
         ``extract_propositions`` + ``canonicalize_entities``, ``triples`` by ``extract_triples``,
         ``facets`` by ``generate_facets``). None by default."""
         return ()
+
+    def sources(self, params: Params, variant: str | None = None) -> tuple[IndexSource, ...]:
+        """The index sources whose tables :meth:`tables` reads for ``variant`` under ``params``:
+        the method's :attr:`index_sources`, then :data:`BUILTIN_INDEX_SOURCES` (empty: the
+        passages only); a ValueError names a table no source writes."""
+        read = set(self.tables(params, variant))
+        chosen: list[IndexSource] = []
+        for source in (*self.index_sources, *BUILTIN_INDEX_SOURCES):
+            if read & set(source.tables) - {t for s in chosen for t in s.tables}:
+                chosen.append(source)
+        unknown = read - {t for s in chosen for t in s.tables}
+        if unknown:
+            raise ValueError(f"method {self.name!r} reads {sorted(unknown)}, which no index source "
+                             "writes; declare the source in its index_sources")
+        return tuple(chosen)
+
+    def calls_llm(self, params: Params, variant: str | None = None) -> bool:
+        """Whether retrieval with ``variant`` under ``params`` calls an LLM at query time
+        (default: :attr:`uses_llm`; methods whose LLM steps are switches refine it)."""
+        self.check_variant(variant)
+        return self.uses_llm
 
     def index(self, ctx: BuildContext, variant: str | None = None) -> Any:
         """The offline step: method structures built from the corpus and ``ctx.tables``

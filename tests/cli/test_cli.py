@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evichain.cli import app, parse_time
+from evichain.config import load_params
 from evichain.llm.cache import CachedResponse, LLMCache, read_summary
 
 runner = CliRunner()
@@ -140,42 +141,56 @@ def test_params_check_names_the_bad_key(tmp_path: Path) -> None:
 
 
 def _methods_table(output: str) -> dict[str, list[str]]:
-    """Rows of `evichain methods` by method: family, LLM, tables (columns split on 2+ spaces)."""
+    """Rows of `evichain methods` by method: family, query LLM, index read, index LLM, variants
+    (columns split on 2+ spaces)."""
     import re
 
-    lines = output.split("\nLLM: ")[0].splitlines()[1:]
+    lines = output.split("\nquery LLM: ")[0].splitlines()[1:]
     return {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line) for line in lines)}
 
 
-def test_methods_lists_family_llm_use_and_index_tables_under_the_params(tmp_path: Path) -> None:
+def test_methods_lists_llm_use_at_query_time_and_in_the_index_under_the_params(tmp_path: Path) -> None:
     from evichain.methods.base import methods
-    from evichain.methods.catalogue import METHOD_FAMILIES
 
-    shipped = runner.invoke(app, ["methods", "--params", str(Path(__file__).resolve().parents[2] / "params.yaml")])
+    params_file = Path(__file__).resolve().parents[2] / "params.yaml"
+    shipped = runner.invoke(app, ["methods", "--params", str(params_file)])
     assert shipped.exit_code == 0, shipped.output
     rows = _methods_table(shipped.output)
+    params = load_params(params_file)
     assert set(rows) == set(methods())
-    for name, method in methods().items():
-        assert rows[name][:2] == [METHOD_FAMILIES.get(name, "registered"),
-                                  "yes" if method.uses_llm else "no"]
-    assert rows["bm25"][2] == "-" and rows["proprag"][1] == "no"
-    assert rows["evireform"][2] == "propositions (LLM), entities, incidence"
-    assert rows["evireform"][3].split(", ")[2] == "full*"
-    assert rows["hipporag2"][2] == "triples (LLM)" and rows["cee"][2] == "facets (LLM)"
-    assert "propositions: evireform.index.extractor: llm (sentences on" in shipped.output
-    assert "triples: graph.openie: llm" in shipped.output
-    assert "facets: cee.facets.source: llm" in shipped.output
+    for name, method in methods().items():   # every cell comes from the method itself
+        sources = method.sources(params)
+        assert rows[name][:3] == [method.family, "yes" if method.calls_llm(params) else "no",
+                                  ", ".join(s.describe() for s in sources) or "passages only"]
+    assert rows["bm25"][1:4] == ["no", "passages only", "no"]
+    assert rows["ircot"][1:4] == ["yes", "passages only", "no"]
+    assert rows["proprag"][1] == "no" and rows["hipporag2"][1] == "yes"
+    assert rows["evireform"][2:4] == ["propositions (extract_propositions)", "per dataset"]
+    assert rows["evireform"][4].split(", ")[2] == "full*"
+    assert rows["gear"][2] == "propositions (extract_propositions)"
+    assert rows["hipporag2"][2] == "triples (extract_triples)"
+    assert rows["cee"][2:4] == ["CEE facets (generate_facets)", "yes"]
+    assert rows["listwise"][1:4] == ["yes", "first-stage run (retrieve_dense)", "no"]
+    assert rows["cross_encoder"][1:4] == ["no", "first-stage run (retrieve_dense)", "no"]
+    assert ("propositions (extract_propositions): an LLM (evireform.index.extractor: llm; "
+            "sentences on") in shipped.output
+    assert "triples (extract_triples): an LLM (graph.openie: llm; propositions on" in shipped.output
+    assert "CEE facets (generate_facets): an LLM (cee.facets.source: llm)" in shipped.output
+    assert "first-stage run (retrieve_dense): no LLM" in shipped.output
 
     llm_free = tmp_path / "params.yaml"
-    llm_free.write_text("evireform: {index: {extractor: sentences}}\ngraph: {openie: propositions}\n"
+    llm_free.write_text("evireform: {index: {extractor: sentences}, selection: top, reformulation: false}\n"
+                        "graph: {openie: propositions, hipporag2: {recognition_memory: false}}\n"
                         "cee: {facets: {source: sentences}}\n", encoding="utf-8")
     result = runner.invoke(app, ["methods", "--params", str(llm_free)])
     assert result.exit_code == 0, result.output
     rows = _methods_table(result.output)
-    assert rows["evireform"][2] == "propositions, entities, incidence"
-    assert rows["hipporag2"][2] == "propositions, entities, incidence"
-    assert rows["cee"][2] == "-"
-    assert result.output.rstrip().endswith("none")
+    assert rows["evireform"][1:4] == ["no", "propositions (extract_propositions)", "no"]
+    assert rows["hipporag2"][1:4] == ["no", "propositions (extract_propositions)", "no"]
+    assert rows["cee"][1:4] == ["yes", "passages only", "no"]
+    assert "propositions (extract_propositions): no LLM (evireform.index.extractor: sentences)" \
+        in result.output
+    assert "facets" not in result.output.split("\nquery LLM: ")[1]
     assert all(line.split() for line in result.output.splitlines())  # no blank line
 
 
@@ -185,7 +200,7 @@ def test_methods_without_a_params_file_reads_the_defaults(tmp_path: Path,
     result = runner.invoke(app, ["methods"])
     assert result.exit_code == 0, result.output
     assert "under the default params (no params.yaml here)" in result.output
-    assert _methods_table(result.output)["evireform"][2] == "propositions (LLM), entities, incidence"
+    assert _methods_table(result.output)["evireform"][2:4] == ["propositions (extract_propositions)", "yes"]
     missing = runner.invoke(app, ["methods", "--params", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2 and "nope.yaml" in missing.output
 

@@ -161,6 +161,38 @@ def test_registry_lists_every_method_family() -> None:
         get_method("nope")
 
 
+def test_index_sources_and_query_llm_come_from_each_method() -> None:
+    """``Method.sources`` resolves every table a variant reads to the stage that writes it (a
+    method that declares ``index_sources`` reads only what it declares), and ``calls_llm``
+    refines ``uses_llm`` per variant and params (what `evichain methods` prints)."""
+    from evichain.methods.base import DENSE_RUN_INDEX, FACET_INDEX, PROPOSITION_INDEX, TRIPLE_INDEX
+
+    llm_free = parse_params({"graph": {"openie": "propositions", "hipporag2": {"recognition_memory": False}},
+                             "cee": {"facets": {"source": "sentences"}}})
+    for params in (parse_params({}), llm_free):
+        for name, method in methods().items():
+            declared = {t for s in method.index_sources for t in s.tables}
+            for variant in method.variants if method.index_sources else (None,):
+                read = set(method.tables(params, variant))
+                assert {t for s in method.sources(params, variant) for t in s.tables} == read, name
+                assert not method.index_sources or read <= declared, (name, variant)
+                assert method.uses_llm or not method.calls_llm(params, variant), (name, variant)
+    defaults = parse_params({})
+    assert get_method("evireform").sources(defaults) == (PROPOSITION_INDEX,)
+    assert get_method("hipporag2").sources(defaults) == (TRIPLE_INDEX,)
+    assert get_method("hipporag2").sources(llm_free) == (PROPOSITION_INDEX,)
+    assert get_method("cee").sources(defaults) == (FACET_INDEX,)
+    assert get_method("cee").sources(defaults, "robust") == ()
+    assert get_method("listwise").sources(defaults) == (DENSE_RUN_INDEX,)
+    assert get_method("bm25").sources(defaults) == () and get_method("ircot").sources(defaults) == ()
+    assert not get_method("evireform").calls_llm(defaults, "base_top")
+    assert get_method("evireform").calls_llm(defaults, "full")
+    assert not get_method("proprag").calls_llm(defaults)
+    assert get_method("hipporag2").calls_llm(defaults) and not get_method("hipporag2").calls_llm(llm_free)
+    assert PROPOSITION_INDEX.built_by_llm(defaults) and not FACET_INDEX.built_by_llm(llm_free)
+    assert not DENSE_RUN_INDEX.built_by_llm(defaults) and DENSE_RUN_INDEX.llm_note(defaults) == "no LLM"
+
+
 def test_catalogue_lists_exactly_what_each_module_registers() -> None:
     """evichain/methods/catalogue.py is the one list of built-in names: each module registers
     the methods it is listed for, and every built-in method is listed."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evichain.methods.base import (BuildContext, FunctionRetriever, Method, QuestionResult,
+from evichain.methods.base import (FACET_INDEX, BuildContext, FunctionRetriever, Method, QuestionResult,
                                    latency_ms, register)
 from evichain.methods.cee.explore import ExploreLLM
 from evichain.methods.cee.facets import Passage, load_passages, sentence_facets
@@ -60,6 +60,7 @@ class CEE(Method):
     variants = tuple(sorted(VARIANTS))
     default_variant = "full"
     uses_llm = True
+    index_sources = (FACET_INDEX,)
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         """The LLM facet table, unless the variant uses the LLM-free sentence facets."""

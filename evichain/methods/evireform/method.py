@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
-from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
-                                   QuestionResult, latency_ms, register)
+from evichain.methods.base import (PROPOSITION_INDEX, PROPOSITION_TABLES, BuildContext, FunctionRetriever,
+                                   Method, QuestionResult, latency_ms, register)
 from evichain.methods.evireform.index import EviReformIndex, build_index, order_propositions
 from evichain.methods.evireform.llm_steps import EviReformLLM
 from evichain.methods.evireform.params import EviReformParams
@@ -82,11 +82,17 @@ class EviReform(Method):
     variants = tuple(sorted([*VARIANTS, *OURS]))
     default_variant = "full"
     uses_llm = True
+    index_sources = (PROPOSITION_INDEX,)
     retriever_cls: ClassVar[type[EviReformRetriever]] = EviReformRetriever
     """The retriever :meth:`build` makes (the hybrid subclass swaps in its own)."""
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         return PROPOSITION_TABLES
+
+    def calls_llm(self, params: Params, variant: str | None = None) -> bool:
+        """Selection, reformulation or judge by an LLM in ``variant`` (variants such as ``base``
+        call none)."""
+        return uses_llm(variant_params(self.params_of(params), self.check_variant(variant)))
 
     def index(self, ctx: BuildContext, variant: str | None = None) -> EviReformIndex:
         return build_evireform_index(ctx, self.params_of(ctx.params))

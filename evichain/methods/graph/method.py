@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
-                                   QuestionResult, latency_ms, register)
+from evichain.methods.base import (PROPOSITION_INDEX, PROPOSITION_TABLES, TRIPLE_INDEX, BuildContext,
+                                   FunctionRetriever, Method, QuestionResult, latency_ms, register)
 from evichain.methods.graph.catrag import CatRAGRetriever
 from evichain.methods.graph.hipporag2 import HippoRAG2Retriever, build_hippo_index
 from evichain.methods.graph.llm import GraphLLM
@@ -70,6 +70,13 @@ def index_statistics(name: str, index: Any) -> dict[str, Any]:
 class _Graph(Method):
     Params = GraphParams
     params_key = "graph"
+    index_sources = (TRIPLE_INDEX, PROPOSITION_INDEX)
+
+    def calls_llm(self, params: Params, variant: str | None = None) -> bool:
+        """The query-time LLM steps the ``graph`` block switches on (recognition memory,
+        CatRAG's anchoring and edge weighting; PropRAG has none)."""
+        self.check_variant(variant)
+        return query_time_llm(self.name, self.params_of(params))
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         """PropRAG: the proposition tables; HippoRAG 2 / CatRAG: the LLM OpenIE triples when
@@ -130,3 +137,4 @@ class PropRAGMethod(_Graph):
     """PropRAG: beam search over proposition paths, then PPR."""
 
     name = "proprag"
+    index_sources = (PROPOSITION_INDEX,)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from evichain.methods.base import (PROPOSITION_TABLES, BuildContext, FunctionRetriever, Method,
-                                   QuestionResult, register)
+from evichain.methods.base import (PROPOSITION_INDEX, PROPOSITION_TABLES, BuildContext, FunctionRetriever,
+                                   Method, QuestionResult, register)
 from evichain.methods.expansion.generate import question_sequence
 from evichain.methods.iterative.common import (EVIDENCE_COLUMNS, BM25Searcher, DenseSearcher,
                                                Passages, Searcher, summarize)
@@ -108,3 +108,4 @@ class GeARMethod(_Iterative):
     """GeAR: graph expansion over the proposition–entity graph (needs the index tables)."""
 
     name = "gear"
+    index_sources = (PROPOSITION_INDEX,)

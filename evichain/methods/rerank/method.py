@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from evichain.methods.base import BuildContext, FunctionRetriever, Method, QuestionResult, register
+from evichain.methods.base import (
+    DENSE_RUN_INDEX,
+    BuildContext,
+    FunctionRetriever,
+    Method,
+    QuestionResult,
+    register,
+)
 from evichain.methods.rerank.apply import Reranker, rerank_pool
 from evichain.methods.rerank.cross_encoder import CrossEncoderReranker, load_cross_encoder
 from evichain.methods.rerank.listwise import ListwiseReranker
@@ -21,13 +28,14 @@ from evichain.methods.rerank.pool import Pools, first_stage_pools, pool_of, rera
 if TYPE_CHECKING:
     from evichain.config import Params
 
-FIRST_STAGE = "runs/dense"
+FIRST_STAGE = DENSE_RUN_INDEX.tables[0]
 """The table a reranker reads: the dense stage's run (EviReform Table C.2: dense top 40)."""
 
 
 class _Rerank(Method):
     Params = RerankParams
     params_key = "rerank"
+    index_sources = (DENSE_RUN_INDEX,)
 
     def tables(self, params: Any, variant: str | None = None) -> tuple[str, ...]:
         return (FIRST_STAGE,)
