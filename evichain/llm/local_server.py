@@ -48,6 +48,7 @@ __all__ = [
     "LocalLLMServer",
     "LocalServerError",
     "acquire_shared_server",
+    "die_with_parent_preexec",
     "release_shared_server",
     "shared_server",
     "stop_shared_servers",
@@ -82,7 +83,7 @@ def _tail(path: Path | None, lines: int = _LOG_TAIL_LINES) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
-def _pdeathsig_preexec_fn() -> Any:
+def die_with_parent_preexec() -> Any:
     """A ``preexec_fn`` that makes Linux SIGKILL the child when the parent thread dies.
 
     SIGKILL, not SIGTERM: on SIGTERM uvicorn waits for the request in flight,
@@ -90,7 +91,8 @@ def _pdeathsig_preexec_fn() -> Any:
 
     ``libc.prctl`` is resolved here, in the parent, so that the function run
     between fork and exec imports nothing and takes no locks.  Returns
-    ``None`` where unavailable.
+    ``None`` where unavailable. ``evichain run`` starts Prefect's temporary server with it too
+    (:func:`flows.user.start_prefect_server`).
     """
     if not sys.platform.startswith("linux"):
         return None
@@ -319,7 +321,7 @@ class LocalLLMServer:
         die = self.die_with_parent
         if die is None:
             die = threading.current_thread() is threading.main_thread()
-        preexec = _pdeathsig_preexec_fn() if die else None
+        preexec = die_with_parent_preexec() if die else None
         self._t_start = time.monotonic()
         try:
             self._proc = subprocess.Popen(
