@@ -27,9 +27,15 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import polars as pl
+
+from evichain.metrics.frames import as_polars
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +118,7 @@ def paired_difference_ci(
 
 
 def bootstrap_table(
-    per_q: Mapping[str, pd.DataFrame],
+    per_q: Mapping[str, pl.DataFrame | pd.DataFrame],
     metrics: Sequence[str],
     dataset: str,
     reference_method: str,
@@ -120,7 +126,7 @@ def bootstrap_table(
     n_resamples: int = N_RESAMPLES,
     base_seed: int = BASE_SEED,
     confidence: float = CONFIDENCE,
-) -> pd.DataFrame:
+) -> pl.DataFrame:
     """Means and CIs of every method and metric, plus reference-vs-best-other differences.
 
     ``per_q`` maps method name to its per-question table (``question_id`` + metric columns).
@@ -131,63 +137,72 @@ def bootstrap_table(
     ``"difference"`` — one per metric, ``method`` = the reference, ``comparator`` = the other
     method with the highest mean on the common questions (ties: first in ``per_q`` order),
     ``comparator_mean`` its mean, and ``mean/ci_low/ci_high`` of reference minus comparator.
+    Columns: :data:`TABLE_SCHEMA`.
     """
     rows: list[dict[str, object]] = []
     for metric in metrics:
         matrix = aligned_values(per_q, metric)
-        if matrix.empty:
+        if matrix.height == 0:
             continue
         seed = seed_for(dataset, metric, base_seed)
-        indices = resample_indices(len(matrix), n_resamples, seed)
-        base = {"dataset": dataset, "metric": metric, "n_questions": len(matrix), "seed": seed}
-        for method in matrix.columns:
+        indices = resample_indices(matrix.height, n_resamples, seed)
+        base = {"dataset": dataset, "metric": metric, "n_questions": matrix.height, "seed": seed}
+        for method in matrix.columns[1:]:
             ci = bootstrap_ci(matrix[method].to_numpy(), indices=indices, confidence=confidence)
             rows.append({**base, "kind": "score", "method": method, **_ci_cols(ci)})
         diff = _difference_row(matrix, reference_method, indices, confidence)
         if diff is not None:
             rows.append({**base, "kind": "difference", **diff})
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return pl.DataFrame(rows, schema=TABLE_SCHEMA)
 
 
-TABLE_COLUMNS = [
-    "dataset", "metric", "kind", "method", "comparator", "comparator_mean",
-    "mean", "ci_low", "ci_high", "n_questions", "seed",
-]  # fmt: skip
+TABLE_SCHEMA: dict[str, type[pl.DataType]] = {
+    "dataset": pl.String, "metric": pl.String, "kind": pl.String, "method": pl.String,
+    "comparator": pl.String, "comparator_mean": pl.Float64, "mean": pl.Float64,
+    "ci_low": pl.Float64, "ci_high": pl.Float64, "n_questions": pl.Int64, "seed": pl.Int64,
+}  # fmt: skip
+TABLE_COLUMNS = list(TABLE_SCHEMA)
 
 
-def aligned_values(per_q: Mapping[str, pd.DataFrame], metric: str) -> pd.DataFrame:
-    """``question_id`` × method matrix of ``metric``: inner join on question ids, sorted.
+def aligned_values(per_q: Mapping[str, pl.DataFrame | pd.DataFrame], metric: str) -> pl.DataFrame:
+    """``question_id`` then one Float64 column of ``metric`` per method: the inner join on
+    question ids (as strings), sorted by id; no row when no method has the column.
 
-    Only methods having the column take part; questions missing (or NaN) for any of them are
-    dropped (logged), so that every method is scored on the same questions.
+    Only methods having the column take part; questions missing (or null/NaN) for any of them
+    are dropped (logged), so that every method is scored on the same questions.
     """
-    cols = {
-        m: df.assign(question_id=df["question_id"].astype(str)).set_index("question_id")[metric]
-        for m, df in per_q.items()
-        if metric in df.columns
-    }
+    cols = [as_polars(df).select(pl.col("question_id").cast(pl.String),
+                                 pl.col(metric).cast(pl.Float64).fill_nan(None).alias(m))
+            for m, df in per_q.items() if metric in df.columns]  # fmt: skip
     if not cols:
-        return pd.DataFrame()
-    joined = pd.concat(cols, axis=1, join="inner").astype("float64")
-    kept = joined.dropna().sort_index()
-    dropped = max(len(s) for s in cols.values()) - len(kept)
+        return pl.DataFrame(schema={"question_id": pl.String})
+    joined = cols[0]
+    for col in cols[1:]:
+        joined = joined.join(col, on="question_id", how="inner")
+    kept = joined.drop_nulls().sort("question_id")
+    dropped = max(c.height for c in cols) - kept.height
     if dropped:
         log.info("%s: %d question(s) not shared by all methods were dropped", metric, dropped)
     return kept
 
 
+def column_mean(matrix: pl.DataFrame, method: str) -> float:
+    """Plain mean of one method's column of :func:`aligned_values` (numpy's pairwise sum)."""
+    return float(np.mean(matrix[method].to_numpy()))
+
+
 def _difference_row(
-    matrix: pd.DataFrame, reference: str, indices: np.ndarray, confidence: float
+    matrix: pl.DataFrame, reference: str, indices: np.ndarray, confidence: float
 ) -> dict[str, object] | None:
     """Reference minus the best other method (highest mean), or None if either is absent."""
-    others = [m for m in matrix.columns if m != reference]
+    others = [m for m in matrix.columns[1:] if m != reference]
     if reference not in matrix.columns or not others:
         return None
-    means = matrix[others].mean()
-    best = str(means.idxmax())
+    means = {m: column_mean(matrix, m) for m in others}
+    best = max(others, key=means.__getitem__)  # first of the tied maxima
     ref, other = matrix[reference].to_numpy(), matrix[best].to_numpy()
     ci = paired_difference_ci(ref, other, indices=indices, confidence=confidence)
-    return {"method": reference, "comparator": best, "comparator_mean": float(means[best]),
+    return {"method": reference, "comparator": best, "comparator_mean": means[best],
             **_ci_cols(ci)}  # fmt: skip
 
 

@@ -10,19 +10,32 @@ of the stored response, so the figure does not depend on the cache's state.
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from evichain.metrics.frames import as_polars
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _SUFFIXES = ("prompt_tokens", "completion_tokens")
 
 
-def token_columns(trace: pd.DataFrame) -> list[str]:
+def token_columns(trace: pl.DataFrame | pd.DataFrame) -> list[str]:
     """The trace's token columns (see module docstring)."""
-    return [c for c in trace.columns if str(c).endswith(_SUFFIXES)]
+    return [str(c) for c in trace.columns if str(c).endswith(_SUFFIXES)]
 
 
-def tokens_per_question(trace: pd.DataFrame) -> float | None:
-    """Mean LLM tokens per question, or None when the trace records no tokens."""
-    cols = token_columns(trace)
-    if not cols or trace.empty:
+def tokens_per_question(trace: pl.DataFrame | pd.DataFrame) -> float | None:
+    """Mean LLM tokens per question (missing counts as 0), rounded to 2 decimals, or None when
+    the trace records no tokens. Row sums left to right, the mean summed by numpy."""
+    table = as_polars(trace)
+    cols = token_columns(table)
+    if not cols or table.height == 0:
         return None
-    return round(float(trace[cols].fillna(0).sum(axis=1).mean()), 2)
+    filled = [(pl.col(c).fill_nan(0) if table.schema[c].is_float() else pl.col(c)).fill_null(0)
+              for c in cols]
+    per_q = table.select(pl.sum_horizontal(*filled).cast(pl.Float64))[:, 0].to_numpy()
+    return round(float(np.mean(per_q)), 2)

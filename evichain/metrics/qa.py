@@ -23,10 +23,15 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import pandas as pd
+import polars as pl
 
+from evichain.metrics.frames import as_polars
 from evichain.metrics.retrieval import _as_list
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SPECIAL_ANSWERS: frozenset[str] = frozenset({"yes", "no", "noanswer"})
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -63,37 +68,49 @@ def _f1_single(pred: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def qa_per_question(preds: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
-    """EM and F1 per question: columns ``question_id``, ``EM``, ``F1``, ``status``.
+def qa_per_question(preds: pl.DataFrame | pd.DataFrame,
+                    questions: pl.DataFrame | pd.DataFrame) -> pd.DataFrame:
+    """:func:`qa_frame` as pandas (``question_id`` and ``status`` object columns), the excluded
+    ids in ``attrs["excluded_no_answer"]``.
+
+    pandas here only for the callers not yet migrated (flows/evaluate, stages/evaluate), which
+    write the table and read its ``attrs``.
+    """
+    table, excluded = qa_frame(preds, questions)
+    out = table.to_pandas().astype({"question_id": object, "status": object})
+    out.attrs["excluded_no_answer"] = excluded
+    return out
+
+
+def qa_frame(preds: pl.DataFrame | pd.DataFrame,
+             questions: pl.DataFrame | pd.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """EM and F1 per question: columns ``question_id``, ``EM``, ``F1``, ``status``, and the
+    sorted ids of the questions excluded for having no gold answer.
 
     Every question of ``questions`` with at least one gold answer gets a row (sorted by id).
     ``status`` is the prediction's status; a question without a prediction row gets
     ``"missing"``. Any status other than ``"ok"`` scores 0 on both metrics (and is counted by
-    :func:`evichain.metrics.retrieval.aggregate` as ``n_failed``). Questions with no gold answer
-    are excluded and listed in ``attrs["excluded_no_answer"]``; prediction rows for unknown
+    :func:`evichain.metrics.retrieval.aggregate` as ``n_failed``). Prediction rows for unknown
     questions are ignored; a repeated prediction ``question_id`` raises ``ValueError``.
     """
-    p = preds.assign(question_id=preds["question_id"].astype(str))
-    if p["question_id"].duplicated().any():
+    p = as_polars(preds).select(pl.col("question_id").cast(pl.String), "prediction", "status")
+    if p["question_id"].is_duplicated().any():
         raise ValueError("prediction table repeats a question_id")
-    by_id = p.set_index("question_id")[["prediction", "status"]].to_dict("index")
+    by_id = {qid: (pred, status) for qid, pred, status in p.iter_rows()}
+    q = as_polars(questions).select(pl.col("question_id").cast(pl.String), "answers")
     rows, excluded = [], []
-    qids = questions["question_id"].astype(str)
-    for qid, answers in zip(qids, questions["answers"], strict=True):
+    for qid, answers in q.iter_rows():
         golds = _golds(answers)
         if not golds:
             excluded.append(qid)
             continue
-        rec = by_id.get(qid, {"prediction": "", "status": "missing"})
-        ok = rec["status"] == "ok" and isinstance(rec["prediction"], str)
-        pred = rec["prediction"] if ok else ""
+        pred, status = by_id.get(qid, ("", "missing"))
+        ok = status == "ok" and isinstance(pred, str)
         em, f = (exact_match(pred, golds), f1(pred, golds)) if ok else (0.0, 0.0)
-        rows.append((qid, em, f, str(rec["status"])))
-    out = pd.DataFrame(rows, columns=["question_id", "EM", "F1", "status"])
-    out = out.astype({"question_id": object, "EM": "float64", "F1": "float64", "status": object})
-    out = out.sort_values("question_id", ignore_index=True)
-    out.attrs["excluded_no_answer"] = sorted(excluded)
-    return out
+        rows.append((qid, em, f, str(status)))
+    schema = {"question_id": pl.String, "EM": pl.Float64, "F1": pl.Float64, "status": pl.String}
+    out = pl.DataFrame(rows, schema=schema, orient="row").sort("question_id")
+    return out, sorted(excluded)
 
 
 def _golds(golds: Iterable[str] | str) -> list[str]:

@@ -6,7 +6,9 @@ import hashlib
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from evichain.metrics.bootstrap import (
     BASE_SEED,
@@ -88,10 +90,10 @@ def _per_q() -> dict[str, pd.DataFrame]:
 def test_bootstrap_table_shape_and_values() -> None:
     per_q = _per_q()
     table = bootstrap_table(per_q, ["R@5", "F1"], "2wiki", "ref", n_resamples=B)
-    r5 = table[table["metric"] == "R@5"]
-    assert list(r5["kind"]) == ["score", "score", "score", "difference"]
+    r5 = table.filter(pl.col("metric") == "R@5")
+    assert r5["kind"].to_list() == ["score", "score", "score", "difference"]
     assert set(r5["n_questions"]) == {39}
-    diff = r5[r5["kind"] == "difference"].iloc[0]
+    diff = r5.filter(pl.col("kind") == "difference").row(0, named=True)
     assert (diff["method"], diff["comparator"]) == ("ref", "strong")
     # recompute with the documented seed and the inner-joined, id-sorted questions
     ids = sorted(set(per_q["weak"]["question_id"]))
@@ -103,14 +105,14 @@ def test_bootstrap_table_shape_and_values() -> None:
         expected.mean, expected.low, expected.high,
     )  # fmt: skip
     assert diff["comparator_mean"] == pytest.approx(strong.mean())
-    f1_rows = table[table["metric"] == "F1"]  # "weak" has no F1 column: skipped, 40 questions
-    assert list(f1_rows["method"]) == ["ref", "strong", "ref"]
+    f1_rows = table.filter(pl.col("metric") == "F1")  # "weak" has no F1: skipped, 40 questions
+    assert f1_rows["method"].to_list() == ["ref", "strong", "ref"]
     assert set(f1_rows["n_questions"]) == {40}
 
 
 def test_bootstrap_table_is_deterministic() -> None:
     a = bootstrap_table(_per_q(), ["R@5"], "musique", "ref", n_resamples=500)
     b = bootstrap_table(_per_q(), ["R@5"], "musique", "ref", n_resamples=500)
-    pd.testing.assert_frame_equal(a, b)
+    assert_frame_equal(a, b)
     c = bootstrap_table(_per_q(), ["R@5"], "hotpotqa", "ref", n_resamples=500)
     assert not a["ci_low"].equals(c["ci_low"])  # another dataset, another seed
