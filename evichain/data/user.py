@@ -223,8 +223,9 @@ def text_field(line: Line, key: str, required: bool = True) -> str | None:
     if key not in line.obj or line.obj[key] is None:
         if not required:
             return None
-        raise line.error(f"field {key!r} must be a non-empty string, but the line has no {key!r}"
-                         f"{_similar_key(line, key)}", f"add \"{key}\": \"...\" to the line")
+        got = "got null" if key in line.obj else f"the line has no {key!r}{_similar_key(line, key)}"
+        raise line.error(f"field {key!r} must be a non-empty string, but {got}",
+                         f"add \"{key}\": \"...\" to the line")
     value = line.obj[key]
     if not isinstance(value, str):
         raise line.error(f"field {key!r} must be a non-empty string, got a {_json_kind(value)} "

@@ -216,3 +216,10 @@ def test_integer_ids_and_a_byte_order_mark_are_accepted(files: dict[str, Path]) 
     data = load_user_dataset(files["corpus"], files["questions"])
     assert list(data.id_map["user_id"]) == ["1"] and list(data.questions["question_id"]) == ["7"]
     assert list(data.questions["gold_passage_ids"].iloc[0]) == [passage_id("A", "x")]
+
+
+def test_null_field_is_named(files: dict[str, Path]) -> None:
+    _append(files["corpus"], {"id": "d4", "title": None, "text": "x"})
+    message = _error(files)
+    assert message.startswith(f"{files['corpus']}:4: field 'title' must be a non-empty string, but got "
+                              'null (passage "d4"); ')
