@@ -20,6 +20,9 @@ files through the flows, is added by :mod:`flows.cli`, the console entry point):
   difference of two evaluated methods (:mod:`evichain.report.compare`).
 * ``evichain qa-traces DATASET --methods M,...``: the shared reader's answers split by what its
   context held (:mod:`evichain.report.qa_traces`).
+* ``evichain trace RUN QUESTION_ID [--dataset D] [--k K]``: one question's path through a
+  method: its gold passages, the method's recorded steps and the top k with gold marked
+  (:mod:`evichain.report.trace`); RUN is a run of the dataset or an ``evichain run`` folder.
 * ``evichain sensitivity [--dataset D] [--method M] [--metric X]``: sensitivity lines of a
   one-at-a-time ``dvc exp`` sweep (:mod:`evichain.report.sensitivity_lines`).
 
@@ -223,6 +226,29 @@ def qa_traces(
     try:
         typer.echo(report(DatasetPaths(dataset, root), _names(methods)))
     except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+
+
+@app.command("trace")
+def trace(
+    run: Annotated[str, typer.Argument(
+        help="a run of --dataset (artifacts/<dataset>/runs/<run>.parquet, e.g. evireform-full) or "
+             "an `evichain run` output folder (<out>, or <out>/<label> when it holds several)")],
+    question_id: Annotated[str, typer.Argument(help="the question's id")],
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="dataset of a run name")] = "demo",
+    k: Annotated[int, typer.Option(min=1, help="ranks shown and the recall cut-off")] = 10,
+    root: Annotated[Path, typer.Option(help="artifacts folder")] = Path("artifacts"),
+) -> None:
+    """One question's path through a method: gold, the method's steps, the top k with gold marked.
+
+    The steps are what the method's trace table holds (EviReform's selected propositions and
+    residual queries, CEE's probes per round, the iterative methods' steps, ...); see
+    evichain/report/trace.py."""
+    from evichain.report.trace import TraceError, format_trace, locate_run, question_trace
+
+    try:
+        typer.echo(format_trace(question_trace(locate_run(run, dataset, root), question_id, k)))
+    except TraceError as exc:
         _fail(exc)
 
 

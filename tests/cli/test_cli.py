@@ -211,5 +211,5 @@ def test_help_lists_every_command_with_a_one_line_description() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0, result.output
     for command in ("run", "methods", "cache", "params", "compare-methods", "qa-traces",
-                    "sensitivity"):
+                    "trace", "sensitivity"):
         assert f"│ {command} " in result.output, command
