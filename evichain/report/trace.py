@@ -519,7 +519,7 @@ def question_trace(files: RunFiles, question_id: str, k: int = 10) -> QuestionTr
     top = [Ranked(int(r), float(s), pid, pid in gold)
            for r, s, pid in zip(rows["rank"], rows["score"], ids, strict=True)]
     notes = [] if len(rows) else [f"the run has no rows for {question_id}"]
-    kind, sections = "-", []
+    kind, sections = "none", []
     if not files.trace.is_file():
         notes.append(f"no trace table at {files.trace}: only the ranking is shown")
     else:
