@@ -10,8 +10,9 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+comma := ,
 
-.PHONY: all setup setup-core setup-llm repro demo test ui clean-artifacts lock
+.PHONY: all setup setup-core setup-llm repro demo demo-stages test ui clean-artifacts lock
 
 # The main job on the bundled default (the demo dataset), LLM steps included: data, BM25,
 # dense, the shared reader and direct inference, EviReform (LLM extraction, selection,
@@ -42,9 +43,16 @@ $(VENV)/.llm-installed: $(VENV)/.core-installed scripts/setup_local_llm.sh
 	PY=$(PY) bash scripts/setup_local_llm.sh
 	touch $@
 
-## repro: run every DVC stage that is out of date (all datasets, methods and variants: hours)
+# Every recorded result again from the recorded LLM answers (reproduce/*.sqlite), 0 model
+# calls: a fresh replay cache, then `dvc repro` of the stages dvc.lock records, under one
+# Prefect server, with a progress line per stage (scripts/repro.py). REPRO_DATASETS=demo,musique
+# limits it to some datasets. Stages never recorded (they need the model) are not started.
+REPRO_DATASETS ?=
+
+## repro: regenerate every recorded result (reports/) from the recorded answers, 0 model calls
 repro: setup
-	$(VENV)/bin/dvc repro
+	$(PY) -m scripts.repro $(if $(REPRO_DATASETS),--datasets $(REPRO_DATASETS),)
+	@$(PY) -m scripts.results_summary --dataset $(or $(firstword $(subst $(comma), ,$(REPRO_DATASETS))),musique)
 
 # The demo's LLM answers recorded with the offline model. llama.cpp at temperature 0 is not
 # bit-stable across machines (a few of the demo's prompts get a different answer on different
@@ -58,6 +66,11 @@ DEMO_LIVE ?= 0
 demo: setup
 	@if [ "$(DEMO_LIVE)" = "1" ]; then echo "DEMO_LIVE=1: every LLM answer from the model"; \
 	else $(VENV)/bin/evichain cache import $(DEMO_CACHE); fi
+	$(PY) -m scripts.prefect_session -- $(MAKE) --no-print-directory demo-stages
+	@$(PY) -m scripts.results_summary --dataset demo
+
+# the demo's stages, then the report (one Prefect server serves both: `make demo`)
+demo-stages:
 	$(VENV)/bin/dvc repro --glob $(DEMO_STAGES)
 	$(VENV)/bin/dvc repro --single-item report
 
