@@ -52,11 +52,10 @@ def require_tuning_dataset(params: Params, dataset: str) -> None:
 def write_tuning(dataset: str, family: str, table: pd.DataFrame, chosen: dict[str, Any],
                  summary: dict[str, Any]) -> tuple[Path, Path]:
     """Write the grid (values rounded to 6 places) and ``{dataset, chosen, **summary}``."""
-    from evichain.io import write_json
+    from evichain.io import write_json, write_text
 
     csv_path, json_path = tuning_files(dataset, family)
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
-    table.round(6).to_csv(csv_path, index=False)
+    write_text(table.round(6).to_csv(index=False, lineterminator="\n"), csv_path)  # atomic
     write_json({"dataset": dataset, "chosen": chosen, **summary}, json_path)
     return csv_path, json_path
 
