@@ -188,3 +188,16 @@ def test_names_variants_and_errors(tmp_path: Path, record: Path) -> None:
         fused.tables(missing, "seeds-fused")
     with pytest.raises(ValueError, match="must map the runs"):
         fused.build(context(params), "evireform-fused", index={"proprag": None})
+
+
+def test_variants_take_the_fuse_stages_settings() -> None:
+    """``evireform-fused``: the ``fusion`` block (stage ``fuse``); ``seeds-fused``: the tuning
+    record as stage ``fuse_seeds`` reads it (its own copy of the rule, stages/fuse.py)."""
+    from stages.fuse import record_fusion as stage_record_fusion
+
+    root = Path(__file__).resolve().parents[3]
+    path = root / "reports" / "tuning" / "2wiki_tune_s-seed_fusion.json"
+    params = parse_params({"fused": {"seeds_record": str(path)}})
+    fused = get_method("fused")
+    assert fused.fusion(params, "evireform-fused") == params.fusion
+    assert fused.fusion(params, "seeds-fused") == stage_record_fusion(path, params.fusion.name)
