@@ -70,7 +70,8 @@ def _invoke(files: dict[str, Path], *extra: str, gold: bool = True) -> Result:
     kwargs: dict[str, Any] = {"method": opts["--method"], "variant": opts.get("--variant"),
                               "corpus": files["corpus"], "questions": files["questions"],
                               "gold": files["gold"] if gold else None, "out": files["out"],
-                              "params_file": files["params"]}
+                              "params_file": files["params"], "index_like": opts.get("--index-like"),
+                              "seconds_per_call": None}
     buffer = io.StringIO()
     code = 0
     with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
@@ -117,9 +118,36 @@ def test_evireform_builds_its_index_and_calls_the_llm(user_files: dict[str, Path
     trace = read_parquet(user_files["out"] / "evireform-full-trace.parquet")
     assert len(trace) == 2 and int(trace["sel_prompt_tokens"].sum()) > 0  # the LLM steps ran
     assert "llm tokens:" in result.output
+    calls, time_line = [line for line in result.output.splitlines() if line.startswith("LLM ")]
+    assert calls == ("LLM calls to make (before retries and repair turns): index 0 (propositions: "
+                     "sentence extractor, no LLM) + questions ≤ 4 (≤ 2 per question × 2: selection 1 "
+                     "+ judge 0 + reformulation 1) = ≤ 4")
+    assert time_line.startswith("LLM time: ~0s (4 calls × 0 s / llm.concurrency 1; 0 s: the scripted")
     run = read_parquet(user_files["out"] / "evireform-full.parquet")
     assert run.groupby("question_id").size().min() >= 1
     assert read_json(user_files["out"] / "evireform-full-metrics.json")["n_questions"] == 2
+
+
+def test_index_like_builds_the_index_as_for_that_dataset(user_files: dict[str, Path]) -> None:
+    """params.yaml asks for LLM extraction; --index-like musique builds the sentence propositions
+    MuSiQue is indexed with (no responder is set: an LLM call would fail the run)."""
+    params = yaml.safe_load(user_files["params"].read_text(encoding="utf-8"))
+    params["evireform"]["index"] = {"extractor": "llm", "extractor_by_dataset": {"musique": "sentences"}}
+    user_files["params"].write_text(yaml.safe_dump(params), encoding="utf-8")
+    result = _invoke(user_files, "--method", "proprag", "--index-like", "musique")
+    assert result.exit_code == 0, result.output
+    assert "index settings as for musique: evireform.index.extractor sentences" in result.output
+    props = read_parquet(user_files["out"] / "artifacts" / "user" / "index" / "propositions.parquet")
+    assert (props["extractor"] == "sentences").all()
+    assert "LLM calls to make" not in result.output  # nothing calls an LLM
+
+
+def test_index_like_unknown_dataset_names_the_choices(user_files: dict[str, Path]) -> None:
+    result = _invoke(user_files, "--method", "proprag", "--index-like", "musiqe")
+    assert result.exit_code == 2
+    assert ("error: --index-like 'musiqe' is not a dataset; choose one of: demo, 2wiki, musique"
+            in result.output)
+    assert not user_files["out"].exists()
 
 
 def test_without_gold_writes_the_ranking_only(user_files: dict[str, Path]) -> None:
