@@ -21,15 +21,24 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import polars as pl
 
-from evichain.metrics.bootstrap import aligned_values, paired_difference_ci, resample_indices, seed_for
-from evichain.methods.evireform.coverage import (coverage_table, selection_table, token_table,
-                                                 transition_table)
+from evichain.methods.evireform.coverage import coverage_table, selection_table, token_table, transition_table
+from evichain.metrics.bootstrap import (
+    aligned_values,
+    column_mean,
+    paired_difference_ci,
+    resample_indices,
+    seed_for,
+)
 from evichain.report.tables import ci_text, render_plain_markdown
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Json = Mapping[str, Any]
 
@@ -78,6 +87,8 @@ def pool_analysis(traces: pd.DataFrame, question_ids: Iterable[str] | None = Non
     """Tables A.3 / A.4, selection survival and tokens of one EviReform trace, as JSON.
 
     ``question_ids`` restricts every table to the evaluated questions (2Wiki: gold-reliable).
+    pandas: the trace comes from stages/evaluate and goes to
+    :mod:`evichain.methods.evireform.coverage`, both pandas (not migrated yet).
     """
     ids = None if question_ids is None else set(map(str, question_ids))
     kept = traces if ids is None else traces[traces["question_id"].astype(str).isin(ids)]
@@ -89,50 +100,58 @@ def pool_analysis(traces: pd.DataFrame, question_ids: Iterable[str] | None = Non
 
 
 def evireform_ablation(metrics: Mapping[str, Json],
-                       columns: Sequence[str] = EVIREFORM_METRICS) -> pd.DataFrame:
+                       columns: Sequence[str] = EVIREFORM_METRICS) -> pl.DataFrame:
     """The 2×2 (Table 3 shape) from one dataset's metrics JSON; percentages; empty if no cell ran."""
     rows = [{"Reformulation": "✓" if reform else "✗", "Propagation": "✓" if prop else "✗",
              "method": method, **_scores(metrics[method], columns)}
             for method, reform, prop in EVIREFORM_CELLS if method in metrics]
-    return pd.DataFrame(rows)
+    return pl.DataFrame(rows)
 
 
-def paired_contrasts(per_q: Mapping[str, pd.DataFrame], dataset: str,
+CONTRAST_SCHEMA: dict[str, type[pl.DataType]] = {
+    "metric": pl.String, "contrast": pl.String, "a": pl.String, "b": pl.String, "n": pl.Int64,
+    "a_mean": pl.Float64, "b_mean": pl.Float64, "difference": pl.Float64, "ci_low": pl.Float64,
+    "ci_high": pl.Float64}  # fmt: skip
+
+
+def paired_contrasts(per_q: Mapping[str, pl.DataFrame | pd.DataFrame], dataset: str,
                      contrasts: Sequence[tuple[str, str, str]], columns: Sequence[str],
-                     n_resamples: int = 10_000) -> pd.DataFrame:
+                     n_resamples: int = 10_000) -> pl.DataFrame:
     """Each contrast ``(name, a, b)``: both means and ``mean(a − b)`` in points with its paired
     95% bootstrap CI, over the questions every method of ``per_q`` answered (one index matrix
-    per metric, seed ``seed_for(dataset, metric)``); a contrast missing a or b is skipped."""
+    per metric, seed ``seed_for(dataset, metric)``); a contrast missing a or b is skipped.
+    Columns: :data:`CONTRAST_SCHEMA`."""
     rows = []
     for metric in columns:
         matrix = aligned_values(per_q, metric)
-        if matrix.empty:
+        if matrix.height == 0:
             continue
-        indices = resample_indices(len(matrix), n_resamples, seed_for(dataset, metric))
+        indices = resample_indices(matrix.height, n_resamples, seed_for(dataset, metric))
+        methods = matrix.columns[1:]
         for name, a, b in contrasts:
-            if a in matrix.columns and b in matrix.columns:
+            if a in methods and b in methods:
                 ci = paired_difference_ci(matrix[a].to_numpy(), matrix[b].to_numpy(), indices=indices)
-                rows.append({"metric": metric, "contrast": name, "a": a, "b": b, "n": len(matrix),
-                             "a_mean": _pct(matrix[a].mean()), "b_mean": _pct(matrix[b].mean()),
-                             "difference": _pct(ci.mean), "ci_low": _pct(ci.low),
-                             "ci_high": _pct(ci.high)})
-    return pd.DataFrame(rows)
+                rows.append({"metric": metric, "contrast": name, "a": a, "b": b, "n": matrix.height,
+                             "a_mean": _pct(column_mean(matrix, a)),
+                             "b_mean": _pct(column_mean(matrix, b)), "difference": _pct(ci.mean),
+                             "ci_low": _pct(ci.low), "ci_high": _pct(ci.high)})
+    return pl.DataFrame(rows, schema=CONTRAST_SCHEMA)
 
 
-def evireform_contrasts(per_q: Mapping[str, pd.DataFrame], dataset: str,
+def evireform_contrasts(per_q: Mapping[str, pl.DataFrame], dataset: str,
                         columns: Sequence[str] = EVIREFORM_METRICS,
-                        n_resamples: int = 10_000) -> pd.DataFrame:
+                        n_resamples: int = 10_000) -> pl.DataFrame:
     """The 2×2's contrasts (:data:`EVIREFORM_CONTRASTS`) over the questions every cell answered."""
     cells = {m: per_q[m] for m, _, _ in EVIREFORM_CELLS if m in per_q}
     return paired_contrasts(cells, dataset, EVIREFORM_CONTRASTS, columns, n_resamples)
 
 
 def evireform_section(dataset: str, metrics: Mapping[str, Json],
-                      per_q: Mapping[str, pd.DataFrame], n_resamples: int) -> str:
+                      per_q: Mapping[str, pl.DataFrame], n_resamples: int) -> str:
     """Markdown of the 2×2, its contrasts, the controls and the pool analyses of one dataset
     ('' if no cell of the 2×2 ran)."""
     table = evireform_ablation(metrics)
-    if table.empty:
+    if table.height == 0:
         return ""
     parts = ["Reformulation × propagation (EviReform Table 3 shape; percentages):", "",
              render_plain_markdown(table), ""]
@@ -143,7 +162,7 @@ def evireform_section(dataset: str, metrics: Mapping[str, Json],
     return "\n".join(parts)
 
 
-def evireform_controls(metrics: Mapping[str, Json], per_q: Mapping[str, pd.DataFrame],
+def evireform_controls(metrics: Mapping[str, Json], per_q: Mapping[str, pl.DataFrame],
                        dataset: str, n_resamples: int) -> list[str]:
     """Lines of the controls panel: ``full`` and every control that ran (percentages), then
     ``full − control`` per metric with paired CIs; [] when ``full`` or every control is missing."""
@@ -157,7 +176,7 @@ def evireform_controls(metrics: Mapping[str, Json], per_q: Mapping[str, pd.DataF
                                  [(f"full - {m.removeprefix('evireform-')}", "evireform-full", m)
                                   for m, _ in ran], EVIREFORM_METRICS, n_resamples)
     return (["Controls (EviReform Table A.2 shape; percentages):", "",
-             render_plain_markdown(pd.DataFrame(rows)), ""]
+             render_plain_markdown(pl.DataFrame(rows)), ""]
             + contrast_markdown(contrasts, "full and every listed control", n_resamples))
 
 
@@ -176,22 +195,22 @@ def _pool_tables(metrics: Mapping[str, Json]) -> list[str]:
     return ["Pool coverage (Table A.3 shape): C0 = first 20 distinct source passages of the "
             "top-100 propositions, C+ = C0 + passages of residual-retrieved propositions; gold "
             "coverage = mean |G ∩ C| / |G|, complete chain = share with G ⊆ C (percent):", "",
-            render_plain_markdown(pd.DataFrame(coverage)), "",
-            "Pools that miss gold (Table A.4 shape):", "", render_plain_markdown(pd.DataFrame(transitions)), "",
+            render_plain_markdown(pl.DataFrame(coverage)), "",
+            "Pools that miss gold (Table A.4 shape):", "", render_plain_markdown(pl.DataFrame(transitions)), "",
             "Selection survival (percent of gold passages; fallbacks percent of questions):", "",
-            render_plain_markdown(pd.DataFrame(selection)), "",
+            render_plain_markdown(pl.DataFrame(selection)), "",
             "LLM tokens per question (selection, reformulation, reorder judge):", "",
-            render_plain_markdown(pd.DataFrame(tokens)), ""]
+            render_plain_markdown(pl.DataFrame(tokens)), ""]
 
 
-def cee_ablation(metrics: Mapping[str, Json], columns: Sequence[str] = CEE_METRICS) -> pd.DataFrame:
+def cee_ablation(metrics: Mapping[str, Json], columns: Sequence[str] = CEE_METRICS) -> pl.DataFrame:
     """CEE and its ablations (paper Table 2 shape; Chain@10 = FSR@10), then BM25 and dense where
     they ran; empty if CEE did not run."""
     if not any(method in metrics for method, _ in CEE_ROWS):
-        return pd.DataFrame()
+        return pl.DataFrame()
     rows = [{"variant": label, "method": method, **_scores(metrics[method], columns)}
             for method, label in CEE_ROWS + CEE_REFERENCES if method in metrics]
-    return pd.DataFrame(rows)
+    return pl.DataFrame(rows)
 
 
 def facet_note(metrics: Mapping[str, Json]) -> str:
@@ -214,11 +233,11 @@ def facet_note(metrics: Mapping[str, Json]) -> str:
 
 
 def cee_section(dataset: str, metrics: Mapping[str, Json],
-                per_q: Mapping[str, pd.DataFrame] | None = None, n_resamples: int = 10_000) -> str:
+                per_q: Mapping[str, pl.DataFrame] | None = None, n_resamples: int = 10_000) -> str:
     """Markdown of one dataset's CEE ablation table, its facet setup and the paired contrasts of
     :data:`CEE_CONTRASTS` ('' if CEE did not run there)."""
     table = cee_ablation(metrics)
-    if table.empty:
+    if table.height == 0:
         return ""
     note = facet_note(metrics)
     parts = ([note, ""] if note else []) + [
@@ -230,17 +249,21 @@ def cee_section(dataset: str, metrics: Mapping[str, Json],
     return "\n".join(parts + contrast_markdown(contrasts, "every listed method", n_resamples))
 
 
-def contrast_markdown(contrasts: pd.DataFrame, over: str, n_resamples: int) -> list[str]:
+def contrast_markdown(contrasts: pl.DataFrame, over: str, n_resamples: int) -> list[str]:
     """Lines of a :func:`paired_contrasts` table (difference with its CI), headed by what the
     questions were paired over; [] when no contrast could be computed."""
-    if contrasts.empty:
+    if contrasts.height == 0:
         return []
-    shown = contrasts.assign(**{"difference [95% CI]": [
-        ci_text(d, lo, hi, signed=True) for d, lo, hi in
-        zip(contrasts["difference"], contrasts["ci_low"], contrasts["ci_high"])]})
+    shown = contrasts.select("metric", "contrast", "n",
+                             difference_ci(contrasts).alias("difference [95% CI]"))
     return [f"Contrasts (points; paired bootstrap over the questions {over} answered, "
-            f"{n_resamples:,} resamples):", "",
-            render_plain_markdown(shown[["metric", "contrast", "n", "difference [95% CI]"]]), ""]
+            f"{n_resamples:,} resamples):", "", render_plain_markdown(shown), ""]
+
+
+def difference_ci(contrasts: pl.DataFrame) -> pl.Series:
+    """``+d [+low, +high]`` (:func:`ci_text`, signed) of each :func:`paired_contrasts` row."""
+    return pl.Series([ci_text(d, lo, hi, signed=True) for d, lo, hi in
+                      contrasts.select("difference", "ci_low", "ci_high").iter_rows()], dtype=pl.String)
 
 
 def _scores(metrics: Json, columns: Sequence[str]) -> dict[str, Any]:
@@ -249,4 +272,5 @@ def _scores(metrics: Json, columns: Sequence[str]) -> dict[str, Any]:
 
 
 def _pct(value: Any) -> float | None:
-    return None if value is None or pd.isna(value) else round(100.0 * float(value), 2)
+    """``round(100 · value, 2)``; None for a missing (None/NaN) value."""
+    return None if value is None or math.isnan(float(value)) else round(100.0 * float(value), 2)

@@ -15,53 +15,62 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 
-from evichain.io import read_parquet
-from evichain.report.ablations import paired_contrasts
-from evichain.report.tables import ci_text, render_plain_markdown
+from evichain.io import MissingArtifactError
+from evichain.metrics.frames import as_polars
+from evichain.report.ablations import difference_ci, paired_contrasts
+from evichain.report.tables import render_plain_markdown
 
 DEFAULT_METRICS = ("Recall@2", "Recall@5", "Recall@10", "Chain@5", "MAP@10", "nDCG@10")
 
 
-def contrast_rows(eval_dir: Path, dataset: str, a: str, b: str, metrics: tuple[str, ...]) -> pd.DataFrame:
+def _table(eval_dir: Path, dataset: str, method: str) -> pl.DataFrame:
+    """``<eval_dir>/<dataset>/<method>.parquet``, failing with the path when it is missing."""
+    path = eval_dir / dataset / f"{method}.parquet"
+    if not path.exists():
+        raise MissingArtifactError(f"{path} does not exist: run the stage that produces it first")
+    return pl.read_parquet(path)
+
+
+def contrast_rows(eval_dir: Path, dataset: str, a: str, b: str, metrics: tuple[str, ...]) -> pl.DataFrame:
     """One row per metric: both means, the paired difference ``a − b`` and its 95% CI, in points.
     A metric missing from either method's table is a ``ValueError``."""
-    per_q = {m: read_parquet(eval_dir / dataset / f"{m}.parquet") for m in (a, b)}
+    per_q = {m: _table(eval_dir, dataset, m) for m in (a, b)}
     rows = paired_contrasts(per_q, dataset, [(f"{a} − {b}", a, b)], metrics)
-    missing = sorted(set(metrics) - set(rows.get("metric", [])))
+    missing = sorted(set(metrics) - set(rows["metric"].to_list()))
     if missing:
         raise ValueError(f"{', '.join(missing)} missing from {a} or {b} on {dataset}")
     return rows
 
 
-def render(rows: pd.DataFrame, a: str, b: str) -> str:
+def render(rows: pl.DataFrame, a: str, b: str) -> str:
     """Markdown table of :func:`contrast_rows`."""
-    shown = pd.DataFrame({"metric": rows["metric"], "n": rows["n"], a: rows["a_mean"], b: rows["b_mean"],
-                          f"{a} − {b} [95% CI]": [ci_text(d, lo, hi, signed=True) for d, lo, hi in
-                                                  zip(rows["difference"], rows["ci_low"], rows["ci_high"])]})
-    return render_plain_markdown(shown)
+    return render_plain_markdown(rows.select(
+        "metric", "n", pl.col("a_mean").alias(a), pl.col("b_mean").alias(b),
+        difference_ci(rows).alias(f"{a} − {b} [95% CI]")))
 
 
-def group_means(eval_dir: Path, questions: pd.DataFrame, dataset: str, a: str, b: str,
-                metrics: tuple[str, ...], by: str) -> pd.DataFrame:
-    """Means in points of ``a`` and ``b`` per value of ``questions[by]``, over the questions both
-    methods were evaluated on (``n`` per group); columns ``<metric> a`` and ``<metric> b``."""
-    if by not in questions:
+def group_means(eval_dir: Path, questions: pl.DataFrame | pd.DataFrame, dataset: str, a: str, b: str,
+                metrics: tuple[str, ...], by: str) -> pl.DataFrame:
+    """Means in points (``round(100 · mean, 2)``) of ``a`` and ``b`` per value of
+    ``questions[by]`` (sorted), over the questions both methods were evaluated on (``n`` per
+    group); columns ``<metric> a`` and ``<metric> b``."""
+    if by not in questions.columns:
         raise ValueError(f"questions of {dataset} have no column {by!r}")
-    per_q = {m: read_parquet(eval_dir / dataset / f"{m}.parquet").set_index("question_id") for m in (a, b)}
-    shared = per_q[a].index.intersection(per_q[b].index)
-    groups = questions.set_index("question_id").loc[shared, by]
-    sizes = groups.groupby(groups).size()
-    out = pd.DataFrame({by: sizes.index, "n": sizes.values})
-    for metric in metrics:
-        for m in (a, b):
-            means = per_q[m].loc[shared, metric].groupby(groups).mean()
-            out[f"{metric} {m}"] = [round(100 * means[g], 2) for g in out[by]]
-    return out
+    tables = [_table(eval_dir, dataset, m).select(pl.col("question_id").cast(pl.String),
+                                                  *[pl.col(c).alias(f"{c} {m}") for c in metrics])
+              for m in (a, b)]
+    groups = as_polars(questions).select(pl.col("question_id").cast(pl.String), by)
+    joined = tables[0].join(tables[1], on="question_id").join(groups, on="question_id")
+    cols = [f"{c} {m}" for c in metrics for m in (a, b)]
+    means = joined.group_by(by).agg(pl.len().alias("n"), *[pl.col(c).mean() for c in cols]).sort(by)
+    return means.with_columns(pl.col(c).map_elements(lambda v: round(100 * v, 2), return_dtype=pl.Float64)
+                              for c in cols)
 
 
 def report(eval_dir: Path, dataset: str, a: str, b: str, metrics: tuple[str, ...],
-           questions: pd.DataFrame | None = None, by: str | None = None) -> str:
+           questions: pl.DataFrame | pd.DataFrame | None = None, by: str | None = None) -> str:
     """The contrast table of :func:`contrast_rows`; with ``by`` (and the dataset's
     ``questions``), a blank line and the table of :func:`group_means` after it."""
     text = render(contrast_rows(eval_dir, dataset, a, b, metrics), a, b)

@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+import polars as pl
 
+from evichain.metrics.frames import as_polars
 from evichain.report import families as fam
-from evichain.report.tables import (ci_text, definitions_markdown, render_markdown,
-                                    render_plain_markdown)
+from evichain.report.tables import ci_text, definitions_markdown, render_markdown, render_plain_markdown
 
 RANKING_COLUMNS: tuple[str, ...] = ("Recall@2", "Recall@5", "Recall@10", "Recall@20", "Chain@5",
                                     "Hit@5", "MAP@10", "nDCG@10")
@@ -50,16 +51,19 @@ def _ranking_markdown(table: pd.DataFrame, **kwargs: Any) -> str:
     return "\n".join(lines)
 
 
-def differences_table(diffs: pd.DataFrame, ours: Sequence[str]) -> pd.DataFrame:
+def differences_table(diffs: pl.DataFrame | pd.DataFrame, ours: Sequence[str]) -> pl.DataFrame:
     """One row per method of :func:`evichain.report.differences.reference_differences` rows
-    (one dataset): ``n`` and, per metric, ``Δ <metric> [95% CI]`` in points."""
+    (one dataset): ``method``, ``n`` and, per metric, ``Δ <metric> [95% CI]`` in points ("" where
+    the method lacks that metric); methods in family order."""
     out: dict[str, dict[str, str]] = {}
-    for _, r in diffs.iterrows():
+    for r in as_polars(diffs).iter_rows(named=True):
         row = out.setdefault(str(r["method"]), {"n": str(int(r["n"]))})
         row[f"Δ {r['metric']} [95% CI]"] = ci_text(r["difference"], r["ci_low"], r["ci_high"],
                                                    signed=True)
-    table = pd.DataFrame.from_dict(out, orient="index")
-    return table.loc[fam.ordered(table.index, ours)].fillna("")
+    columns = list(dict.fromkeys(c for row in out.values() for c in row))
+    methods = fam.ordered(list(out), ours)
+    return pl.DataFrame({"method": methods, **{c: [out[m].get(c, "") for m in methods] for c in columns}},
+                        schema={"method": pl.String, **dict.fromkeys(columns, pl.String)})
 
 
 def answer_table(metrics: Mapping[str, Mapping[str, Any]], ours: Sequence[str]) -> pd.DataFrame:
@@ -78,7 +82,7 @@ def answer_table(metrics: Mapping[str, Mapping[str, Any]], ours: Sequence[str]) 
 def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setup: str,
                  sections: Sequence[tuple[str, str]] = (), figures: Sequence[tuple[str, str]] = (),
                  medical: str = "", ours: Sequence[str] = fam.OURS, tuning: bool = False,
-                 differences: pd.DataFrame | None = None) -> str:
+                 differences: pl.DataFrame | pd.DataFrame | None = None) -> str:
     """Markdown of one dataset's page.
 
     ``metrics``: method → metrics JSON with ``qa-`` files folded in
@@ -120,8 +124,9 @@ def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setu
                   render_markdown(answers).rstrip("\n"), ""]
     if medical:
         parts += [medical.rstrip("\n"), ""]
-    if differences is not None and not differences.empty:
-        ref = str(differences["reference"].iloc[0])
+    differences = None if differences is None else as_polars(differences)
+    if differences is not None and differences.height:
+        ref = str(differences["reference"][0])
         parts += [f"## Paired differences against `{ref}`", "",
                   f"Each method − `{ref}` in points over the questions both were evaluated on, "
                   "with the 95% paired-bootstrap interval (the report's contrast code: the same "

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
+import polars as pl
 
 from evichain.report.ablations import paired_contrasts
 from evichain.report.main_report import without_unranked_recall
@@ -26,7 +27,7 @@ retriever most methods here start from."""
 FIGURE_METRICS: tuple[str, ...] = ("Recall@5", "Chain@5")
 
 
-def reference_of(tables: Mapping[str, pd.DataFrame], reference: str) -> str | None:
+def reference_of(tables: Mapping[str, pl.DataFrame], reference: str) -> str | None:
     """``reference`` if it has a per-question table, else :data:`FALLBACK_REFERENCE` if that
     has one, else None."""
     for name in (reference, FALLBACK_REFERENCE):
@@ -35,30 +36,32 @@ def reference_of(tables: Mapping[str, pd.DataFrame], reference: str) -> str | No
     return None
 
 
-def reference_differences(per_q: Mapping[str, pd.DataFrame], dataset: str, reference: str,
+def reference_differences(per_q: Mapping[str, pl.DataFrame], dataset: str, reference: str,
                           metrics: Sequence[str] = FIGURE_METRICS, n_resamples: int = 10_000
                           ) -> pd.DataFrame:
+    """:func:`difference_frame` as pandas (no column when empty). pandas only for
+    stages/report.py, which concatenates and filters these rows with pandas (not migrated)."""
+    frame = difference_frame(per_q, dataset, reference, metrics, n_resamples)
+    return frame.to_pandas() if frame.height else pd.DataFrame()
+
+
+def difference_frame(per_q: Mapping[str, pl.DataFrame], dataset: str, reference: str,
+                     metrics: Sequence[str] = FIGURE_METRICS, n_resamples: int = 10_000
+                     ) -> pl.DataFrame:
     """One row per (method, metric) with a per-question table and that metric: ``dataset``,
     ``method``, ``reference``, ``metric``, ``n``, both means, ``difference``, ``ci_low``,
     ``ci_high`` (points). Empty when no reference (see :func:`reference_of`) is available."""
     tables = without_unranked_recall(per_q)
     ref = reference_of(tables, reference)
     if ref is None:
-        return pd.DataFrame()
-    parts = []
-    for method, table in tables.items():
-        if method == ref:
-            continue
-        for metric in metrics:
-            if metric in table.columns and metric in tables[ref].columns:
-                rows = paired_contrasts({method: table, ref: tables[ref]}, dataset,
-                                        [(f"{method} − {ref}", method, ref)], [metric], n_resamples)
-                parts.append(rows)
-    parts = [p for p in parts if not p.empty]
+        return pl.DataFrame()
+    parts = [paired_contrasts({method: table, ref: tables[ref]}, dataset,
+                              [(f"{method} − {ref}", method, ref)], [metric], n_resamples)
+             for method, table in tables.items() if method != ref
+             for metric in metrics if metric in table.columns and metric in tables[ref].columns]
+    parts = [p for p in parts if p.height]
     if not parts:
-        return pd.DataFrame()
-    out = pd.concat(parts, ignore_index=True).rename(columns={"a": "method", "b": "reference",
-                                                              "a_mean": "method_mean",
-                                                              "b_mean": "reference_mean"})
-    out.insert(0, "dataset", dataset)
-    return out.drop(columns=["contrast"])
+        return pl.DataFrame()
+    out = pl.concat(parts).rename({"a": "method", "b": "reference", "a_mean": "method_mean",
+                                   "b_mean": "reference_mean"})
+    return out.select(pl.lit(dataset).alias("dataset"), pl.exclude("contrast"))

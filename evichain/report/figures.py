@@ -18,12 +18,14 @@ from pathlib import Path
 import matplotlib
 import matplotlib.style
 import pandas as pd
+import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from evichain.io import atomic_path
+from evichain.metrics.frames import as_polars
 from evichain.report import families as fam
 from evichain.report.families import OURS
 
@@ -83,7 +85,7 @@ def recall_at_k_figure(
 
 
 def paired_difference_figure(
-    diffs: pd.DataFrame, path: str | Path, *, metrics: Sequence[str] | None = None,
+    diffs: pl.DataFrame | pd.DataFrame, path: str | Path, *, metrics: Sequence[str] | None = None,
     ours: Sequence[str] = OURS,
 ) -> Path:
     """Forest plot of every method's paired difference against a reference (points).
@@ -94,12 +96,13 @@ def paired_difference_figure(
     point per method (family colour and marker) at the mean difference, its 95% bootstrap
     interval as a bar, the dashed line at zero; methods ordered by family.
     """
-    if diffs.empty:
+    diffs = as_polars(diffs)
+    if diffs.height == 0:
         raise ValueError("no paired differences to draw")
-    metrics = list(metrics or dict.fromkeys(diffs["metric"]))
-    datasets = list(dict.fromkeys(diffs["dataset"]))
-    per_ds = {ds: fam.ordered(diffs.loc[diffs["dataset"] == ds, "method"].astype(str), ours)
-              for ds in datasets}
+    metrics = list(metrics or dict.fromkeys(diffs["metric"].to_list()))
+    datasets = list(dict.fromkeys(diffs["dataset"].to_list()))
+    per_ds = {ds: fam.ordered(diffs.filter(pl.col("dataset") == ds)["method"].cast(pl.String).to_list(),
+                              ours) for ds in datasets}
     heights = [max(len(per_ds[ds]), 2) + 1.6 for ds in datasets]
     with _style():
         fig = Figure(figsize=(3.3 * len(metrics) + 2.4, 0.24 * sum(heights) + 0.9),
@@ -107,12 +110,12 @@ def paired_difference_figure(
         axes = fig.subplots(len(datasets), len(metrics), squeeze=False, sharex="col",
                             gridspec_kw={"height_ratios": heights})
         for row, ds in zip(axes, datasets, strict=True):
-            rows = diffs[diffs["dataset"] == ds]
-            ref = str(rows["reference"].iloc[0])
+            rows = diffs.filter(pl.col("dataset") == ds)
+            ref = str(rows["reference"][0])
             n = sorted({int(v) for v in rows["n"]})
             n_text = f"n = {n[0]}" if len(n) == 1 else f"n = {n[0]}–{n[-1]}"
             for ax, metric in zip(row, metrics, strict=True):
-                _difference_panel(ax, rows[rows["metric"] == metric], per_ds[ds], ours)
+                _difference_panel(ax, rows.filter(pl.col("metric") == metric), per_ds[ds], ours)
                 ax.set_title(f"{ds}: {metric}, method − {ref} ({n_text})", fontsize="small")
             row[0].set_yticks(range(len(per_ds[ds])), per_ds[ds], fontsize="small")
             for ax in row[1:]:
@@ -128,7 +131,7 @@ def paired_difference_figure(
         return _save(fig, path)
 
 
-def sensitivity_figure(sweep: pd.DataFrame, path: str | Path, *, metric: str,
+def sensitivity_figure(sweep: pl.DataFrame, path: str | Path, *, metric: str,
                        defaults: dict[str, float] | None = None) -> Path:
     """One panel per swept parameter: ``metric`` (in %) against the parameter's value.
 
@@ -136,18 +139,19 @@ def sensitivity_figure(sweep: pd.DataFrame, path: str | Path, *, metric: str,
     ``dataset``, ``method``, ``metric``, ``score``), one line per (dataset, method). The
     default value of each parameter (``defaults``) is marked with a dotted vertical line.
     """
-    rows = sweep[sweep["metric"] == metric]
-    params = list(dict.fromkeys(rows["param"]))
+    rows = sweep.filter(pl.col("metric") == metric)
+    params = list(dict.fromkeys(rows["param"].to_list()))
     if not params:
         raise ValueError(f"no sweep rows for metric {metric!r}")
     with _style():
         fig = Figure(figsize=(3.0 * len(params) + 0.6, 3.2), layout="constrained")
         axes = fig.subplots(1, len(params), sharey=True, squeeze=False)[0]
         for ax, param in zip(axes, params, strict=True):
-            sub = rows[rows["param"] == param]
-            for (ds, method), line in sub.groupby(["dataset", "method"], sort=True):
-                line = line.sort_values("value")
-                ax.plot(line["value"], 100 * line["score"], marker="o", label=f"{ds} {method}")
+            sub = rows.filter(pl.col("param") == param)
+            for (ds, method), line in sorted(sub.group_by(["dataset", "method"]), key=lambda g: g[0]):
+                line = line.sort("value", maintain_order=True)
+                ax.plot(line["value"].to_numpy(), 100 * line["score"].to_numpy(), marker="o",
+                        label=f"{ds} {method}")
             if defaults and param in defaults:
                 ax.axvline(defaults[param], color="grey", linestyle=":", linewidth=0.8)
             ax.set(xlabel=param.split(".")[-1], title=param)
@@ -157,13 +161,13 @@ def sensitivity_figure(sweep: pd.DataFrame, path: str | Path, *, metric: str,
         return _save(fig, path)
 
 
-def _difference_panel(ax: Axes, rows: pd.DataFrame, methods: list[str], ours: Sequence[str]) -> None:
+def _difference_panel(ax: Axes, rows: pl.DataFrame, methods: list[str], ours: Sequence[str]) -> None:
     """One dataset and metric: a point and horizontal CI bar per method (family colour)."""
-    rows = rows.set_index("method")
+    by_method = {str(r["method"]): r for r in rows.iter_rows(named=True)}
     for y, method in enumerate(methods):
-        if method not in rows.index:
+        if method not in by_method:
             continue
-        r = rows.loc[method]
+        r = by_method[method]
         mean, low, high = (float(r[c]) for c in ("difference", "ci_low", "ci_high"))
         st = fam.style(method, ours)
         ax.errorbar(mean, y, xerr=[[mean - low], [high - mean]], fmt=str(st["marker"]),

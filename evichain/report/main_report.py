@@ -12,13 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import polars as pl
 
 from evichain.io import read_json
 from evichain.metrics.bootstrap import bootstrap_table
+from evichain.metrics.frames import as_polars
 from evichain.report.ablations import CEE_CONTRASTS, EVIREFORM_CELLS, cee_section, evireform_section
 from evichain.report.families import ITERATIVE
-from evichain.report.tables import (ci_text, definitions_markdown, render_bootstrap_markdown,
-                                    render_markdown, render_plain_markdown)
+from evichain.report.tables import (
+    ci_text,
+    definitions_markdown,
+    render_bootstrap_markdown,
+    render_markdown,
+    render_plain_markdown,
+)
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method → metrics JSON
 RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file stem → JSON
@@ -204,27 +211,23 @@ def missing_tables_line(dataset: str, evaluated: Sequence[str], tables: Mapping[
             f"<method>.parquet`; re-run their evaluate stage): {', '.join(f'`{m}`' for m in missing)}.")
 
 
-def bootstrap_section(tables: Mapping[str, pd.DataFrame], dataset: str, reference: str,
+def bootstrap_section(tables: Mapping[str, pl.DataFrame | pd.DataFrame], dataset: str, reference: str,
                       metrics: Sequence[str], n_resamples: int, evaluated: Sequence[str] = ()
-                      ) -> tuple[str, pd.DataFrame]:
+                      ) -> tuple[str, pl.DataFrame]:
     """Paired-bootstrap CIs for one dataset (Table A.1 shape) from its per-question tables
     (:func:`per_question_tables`); ``evaluated``: the methods with a metrics JSON there (those
-    without a table are named)."""
+    without a table are named). Returns the Markdown and the bootstrap rows."""
     missing = missing_tables_line(dataset, evaluated, tables)
     per_q = without_unranked_recall(tables)
     if len(per_q) < 2:
-        return missing, pd.DataFrame()
+        return missing, pl.DataFrame()
     boot = bootstrap_table(per_q, metrics, dataset, reference, n_resamples=n_resamples)
-    if boot.empty:
+    if boot.height == 0:
         return missing, boot
-    scores = boot[boot["kind"] == "score"]
-    ci = scores.assign(ci=[ci_text(100 * m, 100 * lo, 100 * hi)
-                           for m, lo, hi in zip(scores["mean"], scores["ci_low"], scores["ci_high"])])
-    table = ci.pivot(index="method", columns="metric", values="ci")
-    table = table.apply(lambda col: [v if isinstance(v, str) else _missing(m, str(col.name))
-                                     for m, v in col.items()])
+    scores = boot.filter(pl.col("kind") == "score")
     text = ["Per-method means with 95% bootstrap CIs (questions paired by id; "
-            f"n = {int(scores['n_questions'].max())}):", "", render_plain_markdown(table, index_name="Method")]
+            f"n = {scores['n_questions'].max()}):", "",
+            render_plain_markdown(_ci_matrix(scores), index_name="Method")]
     if (boot["kind"] == "difference").any():
         text += ["", f"Paired difference of `{reference}` against the best other method per metric:",
                  "", render_bootstrap_markdown(boot)]
@@ -233,34 +236,59 @@ def bootstrap_section(tables: Mapping[str, pd.DataFrame], dataset: str, referenc
     return _with_line("\n".join(text), missing), boot
 
 
-def without_unranked_recall(per_q: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """The per-question tables without the ranking metrics of :data:`NO_RANKING` methods (N/A
-    in the main table, so no CI either); a method left with no metric column is dropped."""
+def _ci_matrix(scores: pl.DataFrame) -> pl.DataFrame:
+    """method × metric of ``mean [low, high]`` (points), methods and metrics sorted; a cell
+    without a score says why (:func:`_missing`)."""
+    ci = scores.select("method", "metric", pl.struct("mean", "ci_low", "ci_high").map_elements(
+        lambda r: ci_text(100 * r["mean"], 100 * r["ci_low"], 100 * r["ci_high"]),
+        return_dtype=pl.String).alias("ci"))
+    table = ci.pivot(on="metric", index="method", values="ci", sort_columns=True).sort("method")
+    return table.with_columns(pl.struct("method", m).map_elements(
+        lambda r, m=m: r[m] if r[m] is not None else _missing(r["method"], m),
+        return_dtype=pl.String).alias(m) for m in table.columns[1:])
+
+
+def without_unranked_recall(per_q: Mapping[str, pl.DataFrame | pd.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The per-question tables (as polars) without the ranking metrics of :data:`NO_RANKING`
+    methods (N/A in the main table, so no CI either); a method left with no metric column is
+    dropped."""
     out = {}
-    for method, table in per_q.items():
+    for method, frame in per_q.items():
+        table = as_polars(frame)
         if method in NO_RANKING:
-            table = table[[c for c in table.columns if not c.startswith(("Recall@", "Chain@", "Hit@"))]]
-        if len(table.columns) > 1:
+            table = table.select(c for c in table.columns if not c.startswith(("Recall@", "Chain@", "Hit@")))
+        if table.width > 1:
             out[method] = table
     return out
 
 
-def per_question_tables(folder: Path) -> dict[str, pd.DataFrame]:
-    """Method → per-question metrics of one dataset (2Wiki: gold-reliable rows only)."""
-    tables: dict[str, pd.DataFrame] = {}
+def per_question_tables(folder: Path) -> dict[str, pl.DataFrame]:
+    """Method → per-question metrics of one dataset (2Wiki: gold-reliable rows only); a
+    method's answer table ``qa-<m>`` is joined to its ranking table (full join on
+    ``question_id``: nulls where one side lacks the question)."""
+    tables: dict[str, pl.DataFrame] = {}
     for path in sorted(folder.glob("*.parquet")) if folder.exists() else []:
         if path.stem.startswith("medqa-"):  # Medical answer metrics: their own section
             continue
-        df = pd.read_parquet(path)
-        if "gold_reliable" in df.columns:
-            df = df[df["gold_reliable"].fillna(True).astype(bool)]
         name = path.stem
-        cols = ["question_id", "EM", "F1"] if name.startswith("qa-") else \
-            ["question_id", *[c for c in df.columns if c.startswith(("Recall@", "Chain@", "Hit@", "MAP@", "nDCG@"))]]
         key = name[3:] if name.startswith("qa-") else name
-        part = df[[c for c in cols if c in df.columns]]
-        tables[key] = part if key not in tables else tables[key].merge(part, on="question_id", how="outer")
+        part = _metric_columns(pl.read_parquet(path), answers=name.startswith("qa-"))
+        tables[key] = part if key not in tables else \
+            tables[key].join(part, on="question_id", how="full", coalesce=True)
     return tables
+
+
+_RANKING_PREFIXES = ("Recall@", "Chain@", "Hit@", "MAP@", "nDCG@")
+
+
+def _metric_columns(df: pl.DataFrame, answers: bool) -> pl.DataFrame:
+    """``question_id`` and the metric columns (EM/F1 of an answer table, the ranking metrics
+    otherwise) of the gold-reliable rows (a null flag counts as reliable)."""
+    if "gold_reliable" in df.columns:
+        df = df.filter(pl.col("gold_reliable").fill_null(True).cast(pl.Boolean))
+    cols = ["question_id", "EM", "F1"] if answers else \
+        ["question_id", *[c for c in df.columns if c.startswith(_RANKING_PREFIXES)]]
+    return df.select(c for c in cols if c in df.columns)
 
 
 def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd.DataFrame,

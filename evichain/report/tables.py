@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 
 from evichain.io import write_text
+from evichain.metrics.frames import as_polars
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "Recall@K": "mean over questions of |G ∩ R_K| / |G| (gold passages G, top-K ranking R_K)",
@@ -95,22 +97,26 @@ def definitions_markdown(metrics: Iterable[str]) -> str:
 
 
 def render_bootstrap_markdown(
-    boot: pd.DataFrame, *, reference_label: str | None = None, decimals: int = 2
+    boot: pl.DataFrame | pd.DataFrame, *, reference_label: str | None = None, decimals: int = 2
 ) -> str:
     """EviReform Table A.1 layout from :func:`evichain.metrics.bootstrap.bootstrap_table` rows.
 
     Per dataset three rows: the reference method ``mean [low, high]``, the best metric-wise
     comparator ``name mean``, and the paired difference ``+d [+low, +high]`` (percentage points).
     """
-    metrics = list(dict.fromkeys(boot["metric"]))
+    boot = as_polars(boot)
+    metrics = list(dict.fromkeys(boot["metric"].to_list()))
     body = []
-    for dataset, block in boot.groupby("dataset", sort=False):
-        diffs = block[block["kind"] == "difference"].set_index("metric")
-        if diffs.empty:
+    for dataset in dict.fromkeys(boot["dataset"].to_list()):
+        block = boot.filter(pl.col("dataset") == dataset)
+        diff_rows = block.filter(pl.col("kind") == "difference").to_dicts()
+        if not diff_rows:
             continue
-        ref = reference_label or str(diffs["method"].iloc[0])
-        scores = block[(block["kind"] == "score") & (block["method"] == diffs["method"].iloc[0])]
-        scores = scores.set_index("metric")
+        method = str(diff_rows[0]["method"])
+        diffs = {str(r["metric"]): r for r in diff_rows}
+        scores = {str(r["metric"]): r for r in block.filter(
+            (pl.col("kind") == "score") & (pl.col("method") == method)).to_dicts()}
+        ref = reference_label or method
         body.append([str(dataset), f"{ref} [95% CI]",
                      *[_ci_text(scores, m, decimals, signed=False) for m in metrics]])  # fmt: skip
         body.append(["", "Best metric-wise comparator",
@@ -121,16 +127,30 @@ def render_bootstrap_markdown(
     return _markdown(header, body, align=["---", "---", *["---:"] * len(metrics)])
 
 
-def render_plain_markdown(df: pd.DataFrame, *, index_name: str | None = None) -> str:
-    """Markdown of ``df`` with cells as they are (no scaling, no marks; NaN/None → empty),
-    the index first under ``index_name`` when given; numeric columns right-aligned, others
-    left-aligned; no trailing newline."""
-    cols = [str(c) for c in df.columns]
-    header = ([index_name] if index_name else []) + cols
-    align = (["---"] if index_name else []) + ["---:" if _numeric(df[c]) else "---" for c in df.columns]
+def render_plain_markdown(df: pl.DataFrame | pd.DataFrame, *, index_name: str | None = None) -> str:
+    """Markdown of ``df`` with cells as they are (no scaling, no marks; null/NaN/None → empty);
+    with ``index_name``, the row labels first under that name (a polars frame's first column, a
+    pandas frame's index); numeric columns right-aligned, others left-aligned; no trailing
+    newline."""
+    labels, columns = _labelled_columns(df, index_name is not None)
+    header = ([index_name] if index_name else []) + list(columns)
+    align = (["---"] if index_name else []) + ["---:" if _numeric(v) else "---" for v in columns.values()]
+    rows = zip(*columns.values(), strict=True) if columns else ([] for _ in labels)
     body = [([str(i)] if index_name else []) + ["" if _missing(v) else str(v) for v in row]
-            for i, row in zip(df.index, df.itertuples(index=False), strict=True)]
+            for i, row in zip(labels, rows, strict=True)]
     return "\n".join([_row(header), _row(align), *(_row(r) for r in body)])
+
+
+def _labelled_columns(df: pl.DataFrame | pd.DataFrame, labelled: bool
+                      ) -> tuple[list[object], dict[str, list[object]]]:
+    """Row labels and column name → cells: a polars frame's first column is the labels when
+    ``labelled``; a pandas frame's labels are its index (pandas tables of callers not yet
+    migrated)."""
+    if isinstance(df, pl.DataFrame):
+        data = df[:, 1:] if labelled else df
+        labels = df[:, 0].to_list() if labelled else list(range(df.height))
+        return labels, {c: data[c].to_list() for c in data.columns}
+    return list(df.index), {str(c): list(df[c]) for c in df.columns}
 
 
 def ci_text(mean: float, low: float, high: float, decimals: int = 2, signed: bool = False) -> str:
@@ -142,7 +162,7 @@ def ci_text(mean: float, low: float, high: float, decimals: int = 2, signed: boo
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def _numeric(column: pd.Series) -> bool:
+def _numeric(column: Iterable[object]) -> bool:
     """Every present cell is a number (bools and strings are not)."""
     present = [v for v in column if not _missing(v)]
     return bool(present) and all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in present)
@@ -181,18 +201,18 @@ def _fmt(value: float, decimals: int, signed: bool = False) -> str:
     return f"{value:+.{decimals}f}" if signed else f"{value:.{decimals}f}"
 
 
-def _ci_text(rows: pd.DataFrame, metric: str, decimals: int, signed: bool) -> str:
-    if metric not in rows.index:
+def _ci_text(rows: Mapping[str, Mapping[str, object]], metric: str, decimals: int, signed: bool) -> str:
+    if metric not in rows:
         return "N/A"
-    r = rows.loc[metric]
-    return ci_text(*(100 * float(r[c]) for c in ("mean", "ci_low", "ci_high")), decimals, signed)
+    r = rows[metric]
+    return ci_text(*(100 * float(r[c]) for c in ("mean", "ci_low", "ci_high")), decimals, signed)  # type: ignore[arg-type]
 
 
-def _comparator_text(diffs: pd.DataFrame, metric: str, decimals: int) -> str:
-    if metric not in diffs.index:
+def _comparator_text(diffs: Mapping[str, Mapping[str, object]], metric: str, decimals: int) -> str:
+    if metric not in diffs:
         return "N/A"
-    r = diffs.loc[metric]
-    return f"{r['comparator']} {_fmt(100 * float(r['comparator_mean']), decimals)}"
+    r = diffs[metric]
+    return f"{r['comparator']} {_fmt(100 * float(r['comparator_mean']), decimals)}"  # type: ignore[arg-type]
 
 
 def _markdown(header: list[str], body: list[list[str]], align: list[str]) -> str:

@@ -22,7 +22,7 @@ def test_difference_is_paired_on_shared_questions(tmp_path: Path) -> None:
     _write(tmp_path, "a", ["q1", "q2", "q3", "q4"], [1.0, 1.0, 0.5, 0.0])
     _write(tmp_path, "b", ["q4", "q3", "q2", "q9"], [0.0, 0.0, 0.5, 1.0])  # q1/q9 not shared
     rows = contrast_rows(tmp_path, "ds", "a", "b", ("Recall@5",))
-    (row,) = rows.to_dict("records")
+    (row,) = rows.to_dicts()
     assert row["n"] == 3
     assert row["a_mean"] == 50.0 and row["b_mean"] == 16.67  # points, two decimals (1.5/3, 0.5/3)
     assert row["difference"] == 33.33  # differences 0.5, 0.5, 0 (q2, q3, q4)
@@ -42,7 +42,7 @@ def test_group_means_split_the_shared_questions(tmp_path: Path) -> None:
     _write(tmp_path, "b", ["q1", "q2", "q4"], [0.0, 0.5, 1.0])  # q3/q4 not shared
     questions = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "type": ["x", "y", "x", "x"]})
     out = group_means(tmp_path, questions, "ds", "a", "b", ("Recall@5",), "type")
-    assert out.to_dict("records") == [
+    assert out.to_dicts() == [
         {"type": "x", "n": 1, "Recall@5 a": 100.0, "Recall@5 b": 0.0},
         {"type": "y", "n": 1, "Recall@5 a": 50.0, "Recall@5 b": 50.0}]
     with pytest.raises(ValueError, match="no column 'n_hops'"):

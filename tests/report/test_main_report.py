@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 
 from evichain.report import main_report as mr
 
@@ -37,10 +38,10 @@ def test_bootstrap_section_pairs_methods(tmp_path: Path) -> None:
                       "gold_reliable": True}).to_parquet(folder / f"{name}.parquet")
     pd.DataFrame({"question_id": qids, "EM": 1.0, "F1": 1.0}).to_parquet(folder / "qa-ircot.parquet")
     md, boot = mr.bootstrap_section(mr.per_question_tables(folder), "2wiki", "ref", ["Recall@5", "EM"], 500)
-    diff = boot[(boot["kind"] == "difference") & (boot["metric"] == "Recall@5")].iloc[0]
+    diff = boot.filter((pl.col("kind") == "difference") & (pl.col("metric") == "Recall@5")).row(0, named=True)
     assert diff["comparator"] == "other" and diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
     assert "Difference [95% CI]" in md
-    assert set(boot.loc[boot["metric"] == "Recall@5", "method"]) == {"ref", "other"}
+    assert set(boot.filter(pl.col("metric") == "Recall@5")["method"]) == {"ref", "other"}
     assert "| ircot | 100.00 [100.00, 100.00] | N/A |" in md    # first-retrieval order: no CI
     assert "| other | N/E |" in md                                # no answers read: not evaluated
     assert "Not in these CIs" not in md
@@ -54,7 +55,7 @@ def test_methods_without_a_per_question_table_are_named(tmp_path: Path) -> None:
         pd.DataFrame({"question_id": qids, "Recall@5": 0.5}).to_parquet(folder / f"{name}.parquet")
     md, boot = mr.bootstrap_section(mr.per_question_tables(folder), "musique", "bm25", ["Recall@5"], 200,
                                     evaluated=["bm25", "dense", "hyde", "proprag"])
-    assert not boot.empty
+    assert boot.height
     assert md.endswith("re-run their evaluate stage): `hyde`, `proprag`.")
     alone, _ = mr.bootstrap_section(mr.per_question_tables(tmp_path / "none"), "musique", "bm25", ["Recall@5"], 200,
                                     evaluated=["bm25"])

@@ -7,9 +7,15 @@ import pandas as pd
 import pytest
 
 from evichain.metrics.bootstrap import paired_difference_ci, resample_indices, seed_for
-from evichain.report.ablations import (cee_ablation, cee_section, evireform_ablation,
-                                       evireform_contrasts, evireform_controls, evireform_section,
-                                       pool_analysis)
+from evichain.report.ablations import (
+    cee_ablation,
+    cee_section,
+    evireform_ablation,
+    evireform_contrasts,
+    evireform_controls,
+    evireform_section,
+    pool_analysis,
+)
 
 CELLS = {"evireform-base": [0.5, 0.5, 1.0, 0.0], "evireform-prop_only": [0.5, 1.0, 1.0, 0.0],
          "evireform-reform_only": [1.0, 0.5, 1.0, 0.5], "evireform-full": [1.0, 1.0, 1.0, 0.5]}
@@ -27,26 +33,27 @@ def _metrics() -> dict[str, dict[str, float]]:
 
 def test_two_by_two_cells_in_table_order() -> None:
     table = evireform_ablation(_metrics(), columns=["Recall@5"])
-    assert table[["Reformulation", "Propagation"]].values.tolist() == [["✗", "✗"], ["✗", "✓"],
+    assert [list(r) for r in table.select("Reformulation", "Propagation").rows()] == [["✗", "✗"], ["✗", "✓"],
                                                                        ["✓", "✗"], ["✓", "✓"]]
-    assert table["Recall@5"].tolist() == [50.0, 62.5, 75.0, 87.5]
+    assert table["Recall@5"].to_list() == [50.0, 62.5, 75.0, 87.5]
 
 
 def test_contrasts_are_paired_differences_with_the_datasets_resamples() -> None:
     table = evireform_contrasts(_per_q(), "toy", columns=["Recall@5"], n_resamples=500)
-    row = table.set_index("contrast").loc["reformulation, propagation off"]
+    rows = {r["contrast"]: r for r in table.iter_rows(named=True)}
+    row = rows["reformulation, propagation off"]
     assert row["difference"] == 25.0 and row["n"] == 4          # mean of (0.5, 0, 0, 0.5)
     indices = resample_indices(4, 500, seed_for("toy", "Recall@5"))
     ci = paired_difference_ci(np.array(CELLS["evireform-reform_only"]),
                               np.array(CELLS["evireform-base"]), indices=indices)
     assert (row["ci_low"], row["ci_high"]) == (round(100 * ci.low, 2), round(100 * ci.high, 2))
-    both = table.set_index("contrast").loc["both (full - base)"]
+    both = rows["both (full - base)"]
     assert both["difference"] == 37.5
 
 
 def test_contrast_needs_both_cells() -> None:
     only = {"evireform-base": _per_q()["evireform-base"]}
-    assert evireform_contrasts(only, "toy", columns=["Recall@5"], n_resamples=100).empty
+    assert evireform_contrasts(only, "toy", columns=["Recall@5"], n_resamples=100).height == 0
     assert evireform_section("toy", {}, {}, 100) == ""
 
 
@@ -109,15 +116,15 @@ def test_controls_panel_contrasts_full_against_each_control_that_ran() -> None:
 def test_cee_ablation_rows(present: list[str]) -> None:
     metrics = {m: {"Recall@10": 0.5, "nDCG@10": 0.25, "Chain@10": 0.1, "n_questions": 8} for m in present}
     table = cee_ablation(metrics)
-    assert table["method"].tolist() == present and table["Chain@10"].tolist() == [10.0] * len(present)
+    assert table["method"].to_list() == present and table["Chain@10"].to_list() == [10.0] * len(present)
     assert "FSR@10 = Chain@10" in cee_section("toy", metrics) and cee_section("toy", {}) == ""
 
 
 def test_cee_ablation_lists_the_baselines_under_it_and_only_with_cee() -> None:
     row = {"Recall@10": 0.5, "nDCG@10": 0.25, "Chain@10": 0.1, "n_questions": 8}
     table = cee_ablation({"dense": row, "cee-full": row, "bm25": row})
-    assert table["method"].tolist() == ["cee-full", "bm25", "dense"]
-    assert cee_ablation({"dense": row, "bm25": row}).empty
+    assert table["method"].to_list() == ["cee-full", "bm25", "dense"]
+    assert cee_ablation({"dense": row, "bm25": row}).height == 0
 
 
 FACETS = {"machine_restricted": True, "facet_scope": "reachable", "facet_scope_n": 3,

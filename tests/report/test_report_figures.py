@@ -112,7 +112,7 @@ def test_reference_differences_use_the_reports_contrasts(per_q: dict[str, pd.Dat
     row = diffs[(diffs["method"] == "proprag") & (diffs["metric"] == "Recall@5")].iloc[0]
     pair = {"proprag": per_q["proprag"], "evireform-full": per_q["evireform-full"]}
     expected = paired_contrasts(pair, "musique", [("c", "proprag", "evireform-full")],
-                                ["Recall@5"], 500).iloc[0]
+                                ["Recall@5"], 500).row(0, named=True)
     assert (row["difference"], row["ci_low"], row["ci_high"]) == (
         expected["difference"], expected["ci_low"], expected["ci_high"])
 
@@ -158,4 +158,4 @@ def test_dataset_page_lists_every_method_and_its_contrasts(per_q: dict[str, pd.D
     assert "## Empty" not in page
     assert "![Recall@K](../figures/recall_at_k-musique.png)" in page
     table = differences_table(diffs, fam.OURS)
-    assert list(table.index) == fam.ordered(table.index)
+    assert table["method"].to_list() == fam.ordered(table["method"].to_list())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.metrics.bootstrap import bootstrap_table
@@ -69,7 +70,7 @@ def test_definitions_listed_beside_table() -> None:
     assert "denominator |G|" in text and "Unknown" not in text
 
 
-def _boot() -> pd.DataFrame:
+def _boot() -> pl.DataFrame:
     rng = np.random.default_rng(0)
     frames = []
     for ds in ["2wiki", "musique"]:
@@ -79,7 +80,7 @@ def _boot() -> pd.DataFrame:
             for m in ["EviReform", "GeAR", "BM25"]
         }
         frames.append(bootstrap_table(per_q, ["Recall@5", "F1"], ds, "EviReform", n_resamples=300))
-    return pd.concat(frames, ignore_index=True)
+    return pl.concat(frames)
 
 
 def _diffs() -> pd.DataFrame:
@@ -100,7 +101,7 @@ def test_bootstrap_markdown_layout() -> None:
     assert lines[0] == "| Dataset | Method or statistic | Recall@5 | F1 |"
     assert len(lines) == 2 + 3 * 2
     assert lines[2].startswith("| 2wiki | EviReform [95% CI] | ")
-    diff = boot[(boot["kind"] == "difference") & (boot["dataset"] == "2wiki")].iloc[0]
+    diff = boot.filter((pl.col("kind") == "difference") & (pl.col("dataset") == "2wiki")).row(0, named=True)
     assert f"| {diff['comparator']} {100 * diff['comparator_mean']:.2f} |" in lines[3]
     assert lines[4].startswith("|  | Difference [95% CI] | ")
     assert f"{100 * diff['mean']:+.2f} [{100 * diff['ci_low']:+.2f}, " in lines[4]
