@@ -10,7 +10,7 @@ gold-reliable questions only when ``evaluate.twowiki_reliable_only`` is true (de
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 import typer
@@ -18,6 +18,9 @@ import typer
 from stages._common import run_stage
 
 from evichain.paths import DatasetPaths  # noqa: E402  (after the environment defaults)
+
+if TYPE_CHECKING:
+    from evichain.config import OrchestrationParams
 
 app = typer.Typer(add_completion=False)
 
@@ -53,7 +56,7 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
         params = load_params(params_file)
         paths = DatasetPaths(dataset)
         questions = read_parquet(paths.questions)
-        per_q = _per_question(kind, paths, method, params.evaluate.ks)
+        per_q = _per_question(kind, paths, method, params.evaluate.ks, params.orchestration)
         attrs = per_q.attrs
         per_q = per_q.merge(questions[["question_id", "gold_reliable"]], on="question_id", how="left")
         per_q.attrs = attrs
@@ -85,14 +88,17 @@ def main(dataset: str = typer.Option(...), method: str = typer.Option(...),
 
 
 def _per_question(kind: Literal["retrieval", "qa"] | str, paths: DatasetPaths, method: str,
-                  ks: list[int]) -> pd.DataFrame:
+                  ks: list[int], orch: OrchestrationParams) -> pd.DataFrame:
+    """The per-question table, from a flow run named and tagged as the stage."""
+    from flows.common import with_runner
+
     if kind == "qa":
         from flows.evaluate import evaluate_qa_flow
 
-        return evaluate_qa_flow(paths.qa(method), paths.questions)
+        return with_runner(evaluate_qa_flow, orch)(paths.qa(method), paths.questions)
     from flows.evaluate import evaluate_flow
 
-    return evaluate_flow(paths.run(method), paths.questions, ks)
+    return with_runner(evaluate_flow, orch)(paths.run(method), paths.questions, ks)
 
 
 if __name__ == "__main__":

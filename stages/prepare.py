@@ -18,10 +18,12 @@ def main(dataset: str = typer.Option(..., help="demo | 2wiki | musique | hotpotq
         from evichain.config import load_params
         from evichain.io import write_parquet
         from evichain.paths import DatasetPaths
+        from flows.common import with_runner
         from flows.prepare import prepare_flow
 
         params = load_params(params_file)
-        corpus, questions = prepare_flow(dataset, Path(params.data.source_dir), params.data)
+        corpus, questions = with_runner(prepare_flow, params.orchestration)(
+            dataset, Path(params.data.source_dir), params.data)
         paths = DatasetPaths(dataset)
         write_parquet(corpus, paths.corpus)
         write_parquet(questions, paths.questions)
