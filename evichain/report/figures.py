@@ -131,7 +131,7 @@ def paired_difference_figure(
         return _save(fig, path)
 
 
-def sensitivity_figure(sweep: pl.DataFrame, path: str | Path, *, metric: str,
+def sensitivity_figure(sweep: pl.DataFrame | pd.DataFrame, path: str | Path, *, metric: str,
                        defaults: dict[str, float] | None = None) -> Path:
     """One panel per swept parameter: ``metric`` (in %) against the parameter's value.
 
@@ -139,7 +139,7 @@ def sensitivity_figure(sweep: pl.DataFrame, path: str | Path, *, metric: str,
     ``dataset``, ``method``, ``metric``, ``score``), one line per (dataset, method). The
     default value of each parameter (``defaults``) is marked with a dotted vertical line.
     """
-    rows = sweep.filter(pl.col("metric") == metric)
+    rows = as_polars(sweep).filter(pl.col("metric") == metric)
     params = list(dict.fromkeys(rows["param"].to_list()))
     if not params:
         raise ValueError(f"no sweep rows for metric {metric!r}")
