@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from prefect import get_run_logger, tags
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.context import FlowRunContext
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -44,6 +46,17 @@ def task_runner(orch: OrchestrationParams) -> Any:
         return DaskTaskRunner(address=orch.dask_address)
     return DaskTaskRunner(cluster_kwargs={"n_workers": orch.dask_n_workers, "threads_per_worker": 1,
                                           "processes": True, "dashboard_address": None})
+
+
+def on_dask() -> bool:
+    """Whether the flow run this is called in submits its tasks to Dask (prefect-dask's
+    runner): its tasks then run in other processes, and what they take must be picklable."""
+    ctx = FlowRunContext.get()
+    if ctx is None or "prefect_dask" not in sys.modules:  # imported by any Dask runner
+        return False
+    from prefect_dask import DaskTaskRunner
+
+    return isinstance(ctx.task_runner, DaskTaskRunner)
 
 
 def shards(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

@@ -9,6 +9,11 @@
    bulk, so a method that encodes its question inside the per-question task reads it from the
    embedding cache.
 3. Every question is one task (:func:`flows.questions.retrieve_questions`: retries, progress).
+   On Dask the built retriever stays in the flow's process: the tasks carry a
+   :class:`MethodSpec` (paths, method, variant, params: small and picklable) and every worker
+   process builds the method's index, retriever and LLM clients from it once
+   (:func:`flows.questions.retrieve_on_workers`); the workers' LLM usage comes back with their
+   answers and is added to the flow's.
 4. One output (:class:`MethodOutput`): the run, one trace row per question, the evidence rows of
    the methods that keep their own reading context, and the stage summary (the method's own
    counts from :meth:`Method.summary`, LLM usage summed over its clients, latency).
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +42,10 @@ from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params
 from evichain.embed import get_embedder
 from evichain.io import MissingArtifactError, read_parquet
 from evichain.llm import LLMClient, Usage
-from evichain.methods.base import (BuildContext, Method, QuestionResult, get_method, latency_ms,
-                                   run_frame)
+from evichain.methods.base import BuildContext, Method, QuestionResult, get_method, latency_ms, run_frame
 from evichain.paths import DatasetPaths
-from flows.common import with_runner
-from flows.questions import retrieve_questions
+from flows.common import on_dask, with_runner
+from flows.questions import WorkerBuild, flow_env, retrieve_on_workers, retrieve_questions, sum_usage
 from flows.retrieve import encode_all
 
 
@@ -159,6 +164,38 @@ def assemble(method: Method, variant: str | None, params: Params, questions: pd.
     return MethodOutput(run_frame(results), trace, summary, evidence, tokens)
 
 
+@dataclass(frozen=True)
+class MethodSpec:
+    """What a Dask worker needs to build ``method`` (``variant``) for one flow run
+    (:class:`flows.questions.WorkerSpec`): the dataset's paths (absolute, so a worker in another
+    directory reads the same files), the params, the stage (its LLM clients' name), ``key`` (the
+    run: a worker builds once per run) and the flow's ``EVICHAIN_*`` environment."""
+
+    paths: DatasetPaths
+    method: str
+    variant: str | None
+    params: Params
+    stage: str
+    key: str
+    env: dict[str, str]
+
+    @classmethod
+    def of_run(cls, paths: DatasetPaths, method: str, variant: str | None, params: Params,
+               stage: str) -> MethodSpec:
+        """The spec of a new run of ``method`` over ``paths`` (a fresh key)."""
+        return cls(DatasetPaths(paths.dataset, paths.root.resolve()), method, variant, params,
+                   stage, f"{method}-{variant}-{uuid.uuid4().hex}", flow_env())
+
+    def build(self) -> WorkerBuild:
+        """The method's context, index and retriever built in this process, with LLM clients of
+        its own (their usage is the build's)."""
+        chosen = get_method(self.method)
+        clients = StageClients(self.stage)
+        ctx, _ = build_context(self.paths, chosen, self.variant, self.params, clients)
+        retriever = chosen.build(ctx, self.variant, chosen.index(ctx, self.variant))
+        return WorkerBuild(retriever, clients.usage, chosen.compute_limits)
+
+
 @flow(name="retrieve-method", log_prints=True)
 def retrieval_flow(paths: DatasetPaths, method: str, variant: str | None, params: Params,
                    stage: str) -> MethodOutput:
@@ -167,6 +204,13 @@ def retrieval_flow(paths: DatasetPaths, method: str, variant: str | None, params
     chosen = get_method(method)
     clients = StageClients(stage)  # build() makes them in this thread (a local server's owner)
     ctx, questions, index = prepare(paths, chosen, variant, params, clients)
+    if on_dask():
+        start = time.perf_counter()
+        spec = MethodSpec.of_run(paths, method, variant, params, stage)
+        results, usage = retrieve_on_workers(spec, questions["question_id"], questions["question"],
+                                             params.orchestration, label=chosen.label(variant))
+        return assemble(chosen, variant, params, questions, results, index,
+                        sum_usage([clients.usage(), usage]), time.perf_counter() - start)
     retriever = chosen.build(ctx, variant, index)
     start = time.perf_counter()
     with chosen.compute_limits():
