@@ -1,4 +1,6 @@
-"""Flows: the Dask task runner gives the same result as the thread pool; the reader flow."""
+"""Flows: dense retrieval on a local cluster the Dask task runner starts itself
+(``dask_n_workers``: the workers build the retriever, :mod:`tests.flows.test_dask` has the LLM
+and graph methods) gives the thread pool's run; the reader flow; progress in completion order."""
 
 from __future__ import annotations
 
@@ -14,19 +16,21 @@ from tests.fixtures.scripted_llm import respond
 from tests.retrieval.test_retrieval import CORPUS
 
 QUESTIONS = pd.DataFrame({"question_id": ["q1", "q2"],
-                          "question": ["Who was the mother of Lothair II?", "What is the capital of France?"]})
+                          "question": ["Who was the mother of Lothair II?",
+                                       "What is the capital of France?"]})
 
 
 @pytest.fixture()
 def tables(tmp_path: Path) -> tuple[Path, Path]:
-    return write_parquet(CORPUS, tmp_path / "corpus.parquet"), write_parquet(QUESTIONS, tmp_path / "q.parquet")
+    return (write_parquet(CORPUS, tmp_path / "corpus.parquet"),
+            write_parquet(QUESTIONS, tmp_path / "q.parquet"))
 
 
 @pytest.mark.slow
 def test_dense_method_on_local_dask_cluster_of_two_workers(tmp_path: Path) -> None:
     from evichain.config import parse_params
     from evichain.paths import DatasetPaths
-    from flows.method import run_method
+    from flows.method import MethodOutput, run_method
 
     paths = DatasetPaths("toy", root=tmp_path / "artifacts")
     write_parquet(CORPUS, paths.corpus)
@@ -34,15 +38,16 @@ def test_dense_method_on_local_dask_cluster_of_two_workers(tmp_path: Path) -> No
     base = parse_params({})
     dense = base.retrieval.model_copy(update={"dense": DenseParams(top_k=3)})
 
-    def run(orch: OrchestrationParams) -> pd.DataFrame:
+    def run(orch: OrchestrationParams) -> MethodOutput:
         params = base.model_copy(update={"orchestration": orch, "retrieval": dense,
                                          "embed": EmbedParams()})
-        return run_method(paths, "dense", None, params, stage="t-dense").run
+        return run_method(paths, "dense", None, params, stage="t-dense")
 
     on_dask = run(OrchestrationParams(task_runner="dask", dask_n_workers=2))
     on_threads = run(OrchestrationParams(task_runner="thread", max_workers=2))
-    pd.testing.assert_frame_equal(on_dask, on_threads)
-    assert on_dask.groupby("question_id").size().tolist() == [3, 3]
+    pd.testing.assert_frame_equal(on_dask.run, on_threads.run)
+    assert on_dask.run.groupby("question_id").size().tolist() == [3, 3]
+    assert on_dask.summary["llm_usage"] == on_threads.summary["llm_usage"] == {"calls": 0}
 
 
 def test_read_flow_answers_and_records_failures(tables: tuple[Path, Path], tmp_path: Path) -> None:
