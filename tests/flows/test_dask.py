@@ -16,9 +16,10 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import yaml
 
 from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params, parse_params
-from evichain.io import write_parquet
+from evichain.io import read_parquet, write_parquet
 from evichain.methods.evireform.canonicalize import canonicalize
 from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
 from evichain.methods.evireform.params import IndexParams
@@ -26,8 +27,9 @@ from evichain.methods.graph.params import GraphParams
 from evichain.paths import DatasetPaths
 from flows.method import MethodOutput
 from tests.fixtures import scripted_llm
-from tests.flows import test_graph_flow
+from tests.flows import test_graph_flow, test_user_run
 from tests.flows.test_graph_flow import PASSAGES, QUESTIONS
+from tests.flows.test_user_run import _invoke, _jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -150,6 +152,45 @@ def test_questions_spread_over_both_workers_and_progress_is_logged(
     on_threads = run(many, "hipporag2", THREADS, tmp_path / "threads.sqlite", monkeypatch)
     assert_same_run(on_dask, on_threads)
     assert on_dask.summary["llm_usage"]["calls"] >= 12
+
+
+@pytest.fixture()
+def user_run_files(tmp_path: Path) -> dict[str, Path]:
+    """``evichain run``'s input files: :mod:`tests.flows.test_user_run`'s passages, two questions
+    with gold passages and a params file (the scripted model, the sentence index)."""
+    corpus = _jsonl(tmp_path / "corpus.jsonl",
+                    [{"id": i, "title": t, "text": x} for i, t, x in test_user_run.PASSAGES])
+    questions = _jsonl(tmp_path / "questions.jsonl", [
+        {"id": "q1", "question": "When did Lothair II's mother die?"},
+        {"id": "q2", "question": "Which lake lies on the north side of the Alps?"}])
+    gold = _jsonl(tmp_path / "gold.jsonl", [{"question_id": "q1", "passage_id": "d2"},
+                                            {"question_id": "q2", "passage_id": "d5"}])
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"llm": {"model": "scripted/user-run", "backoff_base_s": 0.0},
+                                      "evireform": {"index": {"extractor": "sentences"}}}),
+                      encoding="utf-8")
+    return {"corpus": corpus, "questions": questions, "gold": gold, "params": params,
+            "out": tmp_path / "out"}
+
+
+def test_evichain_run_on_dask(user_run_files: dict[str, Path], cluster: str, scripted: None) -> None:
+    """``evichain run`` with ``orchestration.task_runner: dask`` (issue 61's failing route): the
+    run, its trace and its LLM tokens, and the thread runner's ranking."""
+    def invoke(orchestration: dict[str, Any], out: str) -> pd.DataFrame:
+        params = yaml.safe_load(user_run_files["params"].read_text(encoding="utf-8"))
+        user_run_files["params"].write_text(yaml.safe_dump({**params, "orchestration": orchestration}),
+                                        encoding="utf-8")
+        files = {**user_run_files, "out": user_run_files["out"].with_name(out)}
+        result = _invoke(files, "--method", "evireform", "--variant", "full")
+        assert result.exit_code == 0, result.output
+        assert "llm tokens:" in result.output
+        trace = read_parquet(files["out"] / "evireform-full-trace.parquet")
+        assert len(trace) == 2 and int(trace["sel_prompt_tokens"].sum()) > 0
+        return read_parquet(files["out"] / "evireform-full.parquet").drop(columns="score")
+
+    on_dask = invoke({"task_runner": "dask", "dask_address": cluster}, "out-dask")
+    pd.testing.assert_frame_equal(on_dask, invoke({"task_runner": "thread", "max_workers": 2},
+                                                  "out-threads"))
 
 
 class _Log:
