@@ -19,7 +19,7 @@ with it. The shards are cut as the thread runner cuts them (one question per tas
 ``batch_size`` questions for a bulk retriever, which one worker reports first:
 :func:`describe_on_worker`), so both runners give the same run. Each shard returns the
 worker's running LLM usage for the build (:class:`WorkerShard`); :func:`worker_usage` sums the
-last total of every worker process. A spec carries the flow's ``EVICHAIN_*`` environment
+last total of every build (one per worker process). A spec carries the flow's ``EVICHAIN_*`` environment
 (caches, replay, scripted responder, plug-in methods, faults), which the worker applies before
 it builds or answers (:func:`adopt_env`), so a question runs on a worker as it would in the
 flow's process.
@@ -111,12 +111,14 @@ after run holds at most this many indexes."""
 @dataclass
 class WorkerBuild:
     """What a worker builds from a spec: the retriever, its running LLM usage
-    (``usage()``: a :meth:`Usage.as_dict`-style dict, ``{"calls": 0}`` without clients) and the
-    context each shard runs in (``limits()``, e.g. one BLAS thread)."""
+    (``usage()``: a :meth:`Usage.as_dict`-style dict, ``{"calls": 0}`` without clients), the
+    context each shard runs in (``limits()``, e.g. one BLAS thread) and a token naming this
+    build among every worker's."""
 
     retriever: Any
     usage: Callable[[], dict[str, Any]]
     limits: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 class WorkerSpec(Protocol):
@@ -135,11 +137,13 @@ class WorkerSpec(Protocol):
 
 @dataclass
 class WorkerShard:
-    """One shard's answers from a worker: the results in order, the worker process that made
-    them, and that process's LLM usage for the build so far (a running total)."""
+    """One shard's answers from a worker: the results in order, the worker process and the
+    build (:attr:`WorkerBuild.token`) that made them, and the build's LLM usage so far (a
+    running total)."""
 
     results: list[Any]
     process: str
+    build: str
     usage: dict[str, Any] = field(default_factory=dict)
 
 
@@ -200,7 +204,7 @@ def answer_shard(spec: WorkerSpec, question_ids: list[str], questions: list[str]
             results = list(built.retriever.retrieve_batch(question_ids, questions))
         else:
             results = [built.retriever.retrieve(q, t) for q, t in zip(question_ids, questions)]
-    return WorkerShard(results, PROCESS_ID, built.usage())
+    return WorkerShard(results, PROCESS_ID, built.token, built.usage())
 
 
 # The task bodies only call the module functions above: Dask ships a task's function by value
@@ -233,12 +237,12 @@ def sum_usage(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def worker_usage(shards: Sequence[WorkerShard]) -> dict[str, Any]:
-    """LLM usage of a run on workers: per worker process the field-wise maximum of its
-    shards' running totals (its last total: every field only grows), summed over processes
-    (:func:`sum_usage`)."""
+    """LLM usage of a run on workers: per build (one per worker process, or more where a worker
+    dropped a build and made it again) the field-wise maximum of its shards' running totals (its
+    last total: every field only grows), summed over the builds (:func:`sum_usage`)."""
     last: dict[str, dict[str, Any]] = {}
     for shard in shards:
-        seen = last.setdefault(shard.process, dict(shard.usage))
+        seen = last.setdefault(shard.build, dict(shard.usage))
         for name, value in shard.usage.items():
             seen[name] = max(seen.get(name, value), value)
     return sum_usage(list(last.values()))

@@ -147,11 +147,27 @@ def test_questions_spread_over_both_workers_and_progress_is_logged(
                              for i in range(6)], ignore_index=True), many.questions)  # no shared prompt
     on_dask = run(many, "hipporag2", OrchestrationParams(task_runner="dask", dask_address=cluster),
                   tmp_path / "dask.sqlite", monkeypatch)
-    assert len(shards) == 12 and len({s.process for s in shards}) == 2
+    assert len(shards) == 12 and len({s.process for s in shards}) == len({s.build for s in shards}) == 2
     assert any(line.startswith("hipporag2 questions: 12/12 (100%)") for line in lines)
     on_threads = run(many, "hipporag2", THREADS, tmp_path / "threads.sqlite", monkeypatch)
     assert_same_run(on_dask, on_threads)
     assert on_dask.summary["llm_usage"]["calls"] >= 12
+
+
+def test_worker_usage_sums_the_last_total_of_every_build() -> None:
+    """Running totals: the largest of each build counts once; a build without clients adds
+    nothing; no client anywhere is ``{"calls": 0}``."""
+    from flows.questions import WorkerShard, worker_usage
+
+    def shard(build: str, requests: int, tokens: int) -> WorkerShard:
+        return WorkerShard([], "host:1", build, {"requests": requests, "calls": requests,
+                                                  "prompt_tokens": tokens})
+
+    usage = worker_usage([shard("a", 2, 30), shard("b", 1, 10), shard("a", 4, 70),
+                          shard("b", 3, 25), WorkerShard([], "host:2", "c", {"calls": 0})])
+    assert (usage["requests"], usage["calls"], usage["prompt_tokens"]) == (7, 7, 95)
+    assert usage["cache_hits"] == 0
+    assert worker_usage([WorkerShard([], "host:2", "c", {"calls": 0})]) == {"calls": 0}
 
 
 @pytest.fixture()
