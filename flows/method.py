@@ -168,11 +168,13 @@ def assemble(method: Method, variant: str | None, params: Params, questions: pd.
 class MethodSpec:
     """What a Dask worker needs to build ``method`` (``variant``) for one flow run
     (:class:`flows.questions.WorkerSpec`): the dataset's paths (absolute, so a worker in another
-    directory reads the same files), the params, the stage (its LLM clients' name), ``key`` (the
-    run: a worker builds once per run) and the flow's ``EVICHAIN_*`` environment."""
+    directory reads the same files), the registered method (it pickles as its class: the worker
+    imports the method's module, as ``get_method`` would), the params, the stage (its LLM
+    clients' name), ``key`` (the run: a worker builds once per run) and the flow's
+    ``EVICHAIN_*`` environment."""
 
     paths: DatasetPaths
-    method: str
+    method: Method
     variant: str | None
     params: Params
     stage: str
@@ -180,20 +182,19 @@ class MethodSpec:
     env: dict[str, str]
 
     @classmethod
-    def of_run(cls, paths: DatasetPaths, method: str, variant: str | None, params: Params,
+    def of_run(cls, paths: DatasetPaths, method: Method, variant: str | None, params: Params,
                stage: str) -> MethodSpec:
         """The spec of a new run of ``method`` over ``paths`` (a fresh key)."""
         return cls(DatasetPaths(paths.dataset, paths.root.resolve()), method, variant, params,
-                   stage, f"{method}-{variant}-{uuid.uuid4().hex}", flow_env())
+                   stage, f"{method.label(variant)}-{uuid.uuid4().hex}", flow_env())
 
     def build(self) -> WorkerBuild:
         """The method's context, index and retriever built in this process, with LLM clients of
         its own (their usage is the build's)."""
-        chosen = get_method(self.method)
         clients = StageClients(self.stage)
-        ctx, _ = build_context(self.paths, chosen, self.variant, self.params, clients)
-        retriever = chosen.build(ctx, self.variant, chosen.index(ctx, self.variant))
-        return WorkerBuild(retriever, clients.usage, chosen.compute_limits)
+        ctx, _ = build_context(self.paths, self.method, self.variant, self.params, clients)
+        retriever = self.method.build(ctx, self.variant, self.method.index(ctx, self.variant))
+        return WorkerBuild(retriever, clients.usage, self.method.compute_limits)
 
 
 @flow(name="retrieve-method", log_prints=True)
@@ -206,7 +207,7 @@ def retrieval_flow(paths: DatasetPaths, method: str, variant: str | None, params
     ctx, questions, index = prepare(paths, chosen, variant, params, clients)
     if on_dask():
         start = time.perf_counter()
-        spec = MethodSpec.of_run(paths, method, variant, params, stage)
+        spec = MethodSpec.of_run(paths, chosen, variant, params, stage)
         results, usage = retrieve_on_workers(spec, questions["question_id"], questions["question"],
                                              params.orchestration, label=chosen.label(variant))
         return assemble(chosen, variant, params, questions, results, index,
