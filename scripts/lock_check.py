@@ -3,6 +3,7 @@
     python -m scripts.lock_check            # list stale lock entries, with the first reason of each
     python -m scripts.lock_check --check    # exit 1 unless the stale entries are exactly the listed ones
     python -m scripts.lock_check --recorded [--datasets demo,musique]   # recorded stage names
+    python -m scripts.lock_check --write-known   # rewrite the list of known stale entries (after a re-run)
 
 A lock entry is *stale* when what it recorded differs from the repository as committed:
 
@@ -176,6 +177,24 @@ def check(root: Path = ROOT) -> list[str]:
     return problems
 
 
+KNOWN_HEADER = """\
+# dvc.lock entries that do not record the committed code, params or results (scripts/lock_check.py):
+# recorded before a change and not re-run since. `make repro` re-runs them from the recorded LLM
+# answers; then `python -m scripts.lock_check --write-known` shrinks this list. The test
+# tests/scripts/test_lock_check.py fails when this list and the lock disagree.
+# <stage>  # the first reason it is stale
+"""
+
+
+def write_known(root: Path = ROOT) -> int:
+    """Rewrite :data:`KNOWN_STALE` with the entries stale now; returns how many."""
+    stale = [e for e in staleness(root) if e.stale]
+    lines = [f"{e.stage}  # {e.reasons[0]}" for e in stale]
+    (root / KNOWN_STALE).write_text(KNOWN_HEADER + "\n".join(lines) + ("\n" if lines else ""),
+                                    encoding="utf-8")
+    return len(stale)
+
+
 def recorded(root: Path = ROOT, datasets: set[str] | None = None) -> list[str]:
     """Stage names of dvc.lock (the stages with a recorded result), optionally only those of
     ``datasets`` (the label's item up to its first ``-``; ``report`` always)."""
@@ -190,10 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="compare with " + KNOWN_STALE)
     mode.add_argument("--recorded", action="store_true", help="print recorded stage names")
+    mode.add_argument("--write-known", action="store_true", help="rewrite " + KNOWN_STALE)
     parser.add_argument("--datasets", default="", help="with --recorded: comma-separated datasets")
     args = parser.parse_args(argv)
     if args.recorded:
         print("\n".join(recorded(ROOT, {d for d in args.datasets.split(",") if d} or None)))
+        return 0
+    if args.write_known:
+        print(f"{KNOWN_STALE}: {write_known(ROOT)} stale entries listed")
         return 0
     if args.check:
         problems = check(ROOT)

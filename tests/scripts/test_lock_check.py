@@ -110,6 +110,14 @@ def test_listed_entries_may_be_stale_and_must_leave_the_list_once_fresh(tmp_path
     assert check(fresh) == [f"run@demo: listed in {KNOWN_STALE} but fresh: take it off the list"]
 
 
+def test_write_known_lists_exactly_the_stale_entries(tmp_path: Path) -> None:
+    from scripts.lock_check import write_known
+
+    root = _repo(tmp_path, lock_k1=1.2)
+    assert write_known(root) == 2 and check(root) == []
+    assert "run@demo  # params.yaml bm25.k1: changed" in (root / KNOWN_STALE).read_text()
+
+
 def test_recorded_stages_of_some_datasets(tmp_path: Path) -> None:
     root = _repo(tmp_path)
     assert recorded(root) == ["run@demo", "run@musique"]
