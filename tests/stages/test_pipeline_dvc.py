@@ -75,6 +75,7 @@ def params_n_questions(work: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # a real dvc repro of the demo: ~390 s alone, 505 s beside other jobs
 def test_demo_pipeline_reproduces_then_is_up_to_date(project: tuple[Path, dict[str, str]]) -> None:
     work, env = project
     first = _run([DVC, "repro"], work, env)
