@@ -89,6 +89,25 @@ def param_value(params: dict[str, Any], key: str) -> Any:
     return value
 
 
+def same_value(recorded: Any, now: Any) -> bool:
+    """Equal params values, reading numbers the YAML 1.2 way on both sides: DVC writes the lock
+    with ruamel (YAML 1.2), where ``1e-10`` is a float; PyYAML (YAML 1.1) reads it as a string."""
+    if isinstance(recorded, dict) and isinstance(now, dict):
+        return recorded.keys() == now.keys() and all(same_value(recorded[k], now[k]) for k in now)
+    if isinstance(recorded, list) and isinstance(now, list):
+        return len(recorded) == len(now) and all(map(same_value, recorded, now))
+    if isinstance(recorded, bool) or isinstance(now, bool):
+        return type(recorded) is type(now) and recorded == now
+    if recorded == now:
+        return True
+    if isinstance(recorded, str) != isinstance(now, str):
+        try:
+            return float(recorded) == float(now)
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
 def template_source_deps(dvc: dict[str, Any]) -> dict[str, set[str]]:
     """Source deps ``dvc.yaml`` lists for each stage template (matrix and foreach items share
     their template's list)."""
@@ -119,7 +138,7 @@ def _dep_reasons(entry: dict[str, Any], files: Files) -> list[str]:
 def _param_reasons(entry: dict[str, Any], params: dict[str, Any]) -> list[str]:
     recorded = (entry.get("params") or {}).get("params.yaml") or {}
     return [f"params.yaml {key}: changed" for key, value in recorded.items()
-            if param_value(params, key) != value]
+            if not same_value(value, param_value(params, key))]
 
 
 def _out_reasons(entry: dict[str, Any], files: Files) -> list[str]:

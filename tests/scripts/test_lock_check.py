@@ -118,6 +118,13 @@ def test_write_known_lists_exactly_the_stale_entries(tmp_path: Path) -> None:
     assert "run@demo  # params.yaml bm25.k1: changed" in (root / KNOWN_STALE).read_text()
 
 
+def test_params_compare_as_yaml_1_2_numbers() -> None:
+    from scripts.lock_check import same_value
+
+    assert same_value("1e-10", 1e-10) and same_value({"a": ["1e-3", 2]}, {"a": [0.001, 2]})
+    assert not same_value("1e-10", 1e-9) and not same_value("x", 0.0) and not same_value(True, 1.0)
+
+
 def test_recorded_stages_of_some_datasets(tmp_path: Path) -> None:
     root = _repo(tmp_path)
     assert recorded(root) == ["run@demo", "run@musique"]
