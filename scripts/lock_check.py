@@ -245,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     entries = staleness(ROOT)
     for e in entries:
         if e.stale:
-            print(f"{e.stage}: {e.reasons[0]}" + (f" (+{len(e.reasons) - 1} more)" if len(e.reasons) > 1 else ""))
+            more = f" (+{len(e.reasons) - 1} more)" if len(e.reasons) > 1 else ""
+            print(f"{e.stage}: {e.reasons[0]}{more}")
     print(f"{sum(e.stale for e in entries)} of {len(entries)} lock entries stale")
     return 0
 

@@ -4,7 +4,8 @@
 
 1. A replay cache, ``artifacts/replay/llm-cache.sqlite``, made afresh from every recording in
    ``reproduce/*.sqlite`` (``reproduce/partial/`` is not a complete recording and is left out).
-2. ``dvc repro --single-item`` of the stages ``dvc.lock`` records, in dependency order (``scripts/lock_check.py --recorded``;
+2. ``dvc repro --single-item`` of the stages ``dvc.lock`` records, in dependency order
+   (``scripts/lock_check.py --recorded``;
    stages never recorded, e.g. variants still waiting for their LLM run, are not started:
    they would need the model), with ``EVICHAIN_LLM_REPLAY=1`` and ``EVICHAIN_LLM_CACHE`` on
    that cache: an answer the recordings lack fails its stage as ``replay_miss``, no model is

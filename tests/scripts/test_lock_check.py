@@ -98,7 +98,8 @@ def test_a_change_since_the_lock_makes_its_entries_stale(tmp_path: Path, change:
 def test_a_dep_added_to_dvc_yaml_makes_the_entry_stale(tmp_path: Path) -> None:
     root = _repo(tmp_path)
     (root / "stages" / "extra.py").write_text("X = 1\n")
-    text = (root / "dvc.yaml").read_text().replace("- stages/run.py", "- stages/extra.py\n      - stages/run.py")
+    text = (root / "dvc.yaml").read_text().replace(
+        "- stages/run.py", "- stages/extra.py\n      - stages/run.py")
     (root / "dvc.yaml").write_text(text)
     assert _reasons(root)["run@demo"] == ("source deps changed (1 added, 0 removed)",)
 
