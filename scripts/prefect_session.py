@@ -80,13 +80,17 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def run_command(command: Sequence[str], env: dict[str, str]) -> int:
-    """Run ``command``; a SIGINT / SIGTERM received meanwhile is passed on to it (and the
-    wrapper waits for it to end), so stages stop the way they do under a plain Ctrl-C."""
-    child = subprocess.Popen(list(command), env=env)
+    """Run ``command`` in a process group of its own; a SIGINT / SIGTERM received meanwhile is
+    passed on to that whole group (``dvc`` and the stage it runs, as a terminal's Ctrl-C reaches
+    every process of the foreground group), and the wrapper waits for the command to end."""
+    child = subprocess.Popen(list(command), env=env, start_new_session=True)
 
     def forward(signum: int, _frame: object) -> None:
         if child.poll() is None:
-            child.send_signal(signum)
+            try:
+                os.killpg(child.pid, signum)
+            except ProcessLookupError:
+                pass
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

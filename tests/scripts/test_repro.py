@@ -97,3 +97,26 @@ def test_summary_names_where_the_results_are(tmp_path: Path) -> None:
     assert "BM25: R@5 93.75, Chain@5 75.00, R@10 100.00 (n = 4 questions)" in text
     assert "EviReform full: no metrics yet" in text
     assert "git status: 1 changed files" in text  # the untracked reports/ folder
+
+
+def test_a_signal_to_the_session_reaches_the_whole_command(tmp_path: Path) -> None:
+    """As a terminal's Ctrl-C reaches dvc and the stage it runs: the grandchild stops too."""
+    import signal
+    import time
+
+    marker = tmp_path / "grandchild.pid"
+    inner = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    # Popen().wait(), not run(): run() kills its child on KeyboardInterrupt itself
+    outer = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {inner!r}]).wait()"
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"}  # no server started
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.prefect_session", "--", sys.executable,
+                             "-c", outer], cwd=ROOT, env=env)
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    grandchild = int(marker.read_text())
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=20) != 0
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)
