@@ -20,16 +20,14 @@ import yaml
 
 from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params, parse_params
 from evichain.io import read_parquet, write_parquet
-from evichain.methods.evireform.canonicalize import canonicalize
-from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
-from evichain.methods.evireform.params import IndexParams
 from evichain.methods.graph.params import GraphParams
 from evichain.paths import DatasetPaths
 from flows.method import MethodOutput
 from tests.fixtures import scripted_llm
-from tests.flows import test_graph_flow, test_user_run
+from tests.fixtures.lothair import sentence_index, write_jsonl, write_user_corpus
+from tests.flows import test_graph_flow
 from tests.flows.test_graph_flow import PASSAGES, QUESTIONS
-from tests.flows.test_user_run import _invoke, _jsonl
+from tests.flows.test_user_run import _invoke
 
 pytestmark = pytest.mark.slow
 
@@ -61,10 +59,7 @@ def paths(tmp_path_factory: pytest.TempPathFactory) -> DatasetPaths:
     """The graph tests' five passages and two questions, with the EviReform sentence index."""
     root = tmp_path_factory.mktemp("dask")
     corpus = pd.DataFrame(PASSAGES, columns=["passage_id", "title", "text"])
-    matcher = TitleMatcher(corpus["title"])
-    props = pd.DataFrame([r for pid, t, x in PASSAGES
-                          for r in sentence_propositions(pid, t, x, matcher, IndexParams())])
-    entities, incidence = canonicalize(props, corpus["title"].tolist(), 95.0, 4)
+    props, entities, incidence = sentence_index(corpus)
     out = DatasetPaths("toy", root=root / "artifacts")
     for table, path in ((corpus, out.corpus), (QUESTIONS, out.questions),
                         (props, out.index_file("propositions.parquet")),
@@ -172,14 +167,13 @@ def test_worker_usage_sums_the_last_total_of_every_build() -> None:
 
 @pytest.fixture()
 def user_run_files(tmp_path: Path) -> dict[str, Path]:
-    """``evichain run``'s input files: :mod:`tests.flows.test_user_run`'s passages, two questions
+    """``evichain run``'s input files: the user-file passages of :mod:`tests.fixtures.lothair`, two questions
     with gold passages and a params file (the scripted model, the sentence index)."""
-    corpus = _jsonl(tmp_path / "corpus.jsonl",
-                    [{"id": i, "title": t, "text": x} for i, t, x in test_user_run.PASSAGES])
-    questions = _jsonl(tmp_path / "questions.jsonl", [
+    corpus = write_user_corpus(tmp_path / "corpus.jsonl")
+    questions = write_jsonl(tmp_path / "questions.jsonl", [
         {"id": "q1", "question": "When did Lothair II's mother die?"},
         {"id": "q2", "question": "Which lake lies on the north side of the Alps?"}])
-    gold = _jsonl(tmp_path / "gold.jsonl", [{"question_id": "q1", "passage_id": "d2"},
+    gold = write_jsonl(tmp_path / "gold.jsonl", [{"question_id": "q1", "passage_id": "d2"},
                                             {"question_id": "q2", "passage_id": "d5"}])
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"llm": {"model": "scripted/user-run", "backoff_base_s": 0.0},

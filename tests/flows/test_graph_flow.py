@@ -12,15 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evichain.config import (EmbedParams, LLMParams, OrchestrationParams, Params,
-                             parse_params)
+from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params, parse_params
 from evichain.io import read_json, read_parquet, write_parquet
 from evichain.llm.scripted import set_responder
-from evichain.methods.evireform.canonicalize import canonicalize
-from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
-from evichain.methods.evireform.params import IndexParams
 from evichain.methods.graph.params import GraphParams
 from evichain.paths import DatasetPaths
+from tests.fixtures.lothair import sentence_index
 
 PASSAGES = [
     ("d0", "Lothair II", "Lothair II was the king of Lotharingia from 855 to 869. He was the son of "
@@ -60,10 +57,7 @@ def respond(messages: list[dict], model: str) -> str:
 @pytest.fixture()
 def paths(tmp_path: Path) -> DatasetPaths:
     corpus = pd.DataFrame(PASSAGES, columns=["passage_id", "title", "text"])
-    matcher = TitleMatcher(corpus["title"])
-    props = pd.DataFrame([r for pid, t, x in PASSAGES
-                          for r in sentence_propositions(pid, t, x, matcher, IndexParams())])
-    entities, incidence = canonicalize(props, corpus["title"].tolist(), 95.0, 4)
+    props, entities, incidence = sentence_index(corpus)
     p = DatasetPaths("toy", root=tmp_path / "artifacts")
     write_parquet(corpus, p.corpus)
     write_parquet(QUESTIONS, p.questions)

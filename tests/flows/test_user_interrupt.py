@@ -20,7 +20,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.flows.test_user_run import PASSAGES, _jsonl
+from tests.fixtures.lothair import write_jsonl, write_user_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRST_REQUEST_TIMEOUT_S = 240  # imports, a fresh Prefect database, MiniLM: slow on 2 busy cores
@@ -66,8 +66,8 @@ def endpoint() -> Iterator[SlowEndpoint]:
 
 
 def _command(tmp_path: Path, api_base: str) -> list[str]:
-    corpus = _jsonl(tmp_path / "corpus.jsonl", [{"id": i, "title": t, "text": x} for i, t, x in PASSAGES])
-    questions = _jsonl(tmp_path / "questions.jsonl", [
+    corpus = write_user_corpus(tmp_path / "corpus.jsonl")
+    questions = write_jsonl(tmp_path / "questions.jsonl", [
         {"id": "q1", "question": "When did Lothair II's mother die?"},
         {"id": "q2", "question": "Which lake lies on the north side of the Alps?"}])
     params = tmp_path / "params.yaml"

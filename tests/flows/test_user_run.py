@@ -19,31 +19,17 @@ from typer.testing import CliRunner
 from evichain.io import read_json, read_parquet
 from evichain.llm.scripted import set_responder
 from flows.cli import app, run
-
-PASSAGES = [
-    ("d1", "Lothair II", "Lothair II was the son of Emperor Lothair I and Ermengarde of Tours."),
-    ("d2", "Ermengarde of Tours", "Ermengarde of Tours died on 20 March 851 in the abbey of Erstein."),
-    ("d3", "Lothair I", "Lothair I was emperor of the Franks from 817 to 855."),
-    ("d4", "Erstein", "Erstein is a commune in the Bas-Rhin department in Alsace."),
-    ("d5", "Lake Geneva", "Lake Geneva is a deep lake on the north side of the Alps."),
-    ("d6", "Tours", "Tours is a city on the Loire in central France."),
-]
-
-
-def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+from tests.fixtures.lothair import USER_PASSAGES, write_jsonl, write_user_corpus
 
 
 @pytest.fixture()
 def user_files(tmp_path: Path) -> dict[str, Path]:
-    corpus = _jsonl(tmp_path / "corpus.jsonl",
-                    [{"id": i, "title": t, "text": x} for i, t, x in PASSAGES])
-    questions = _jsonl(tmp_path / "questions.jsonl", [
+    corpus = write_user_corpus(tmp_path / "corpus.jsonl")
+    questions = write_jsonl(tmp_path / "questions.jsonl", [
         {"id": "q1", "question": "When did Lothair II's mother die?", "answers": ["20 March 851"]},
         {"id": "q2", "question": "Which lake lies on the north side of the Alps?"},
     ])
-    gold = _jsonl(tmp_path / "gold.jsonl", [
+    gold = write_jsonl(tmp_path / "gold.jsonl", [
         {"question_id": "q1", "passage_id": "d1"}, {"question_id": "q1", "passage_id": "d2"},
         {"question_id": "q2", "passage_id": "d5"},
     ])
@@ -86,7 +72,7 @@ def test_dense_run_in_user_ids_with_metrics(user_files: dict[str, Path]) -> None
     result = _invoke(user_files, "--method", "dense")
     assert result.exit_code == 0, result.output
     run = read_parquet(user_files["out"] / "dense.parquet")
-    assert set(run["passage_id"]) <= {p[0] for p in PASSAGES}          # the user's own ids
+    assert set(run["passage_id"]) <= {p[0] for p in USER_PASSAGES}          # the user's own ids
     top = run[run["question_id"] == "q2"].sort_values("rank")["passage_id"].iloc[0]
     assert top == "d5"
     trec = (user_files["out"] / "dense.trec").read_text().splitlines()
@@ -113,7 +99,7 @@ def test_evireform_builds_its_index_and_calls_the_llm(user_files: dict[str, Path
     assert result.exit_code == 0, result.output
     index = user_files["out"] / "artifacts" / "user" / "index"
     props = read_parquet(index / "propositions.parquet")
-    assert len(props) >= len(PASSAGES) and (props["extractor"] == "sentences").all()
+    assert len(props) >= len(USER_PASSAGES) and (props["extractor"] == "sentences").all()
     assert (index / "entities.parquet").exists() and (index / "incidence.parquet").exists()
     trace = read_parquet(user_files["out"] / "evireform-full-trace.parquet")
     assert len(trace) == 2 and int(trace["sel_prompt_tokens"].sum()) > 0  # the LLM steps ran

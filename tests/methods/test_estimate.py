@@ -15,8 +15,8 @@ from evichain.llm.scripted import set_responder
 from evichain.methods.base import get_method
 from evichain.methods.estimate import CallTime, IndexCalls, call_time, estimate_calls, seconds_per_call
 from evichain.methods.evireform.extract import llm_propositions
+from tests.fixtures.lothair import USER_PASSAGES as PASSAGES
 from tests.fixtures.scripted_llm import respond
-from tests.flows.test_user_run import PASSAGES
 
 CORPUS = pd.DataFrame([{"passage_id": f"p{i}", "title": t, "text": x}
                        for i, (_, t, x) in enumerate(PASSAGES)])

@@ -18,9 +18,17 @@ import pytest
 
 from evichain.config import ParamsError, load_params, parse_params
 from evichain.llm.scripted import set_responder
-from evichain.methods.base import (BuildContext, Method, QuestionResult, Retriever, UnknownMethodError,
-                                   get_method, methods, unregister)
-from tests.fixtures.lothair import QUESTION, SEVEN_PASSAGES
+from evichain.methods.base import (
+    BuildContext,
+    Method,
+    QuestionResult,
+    Retriever,
+    UnknownMethodError,
+    get_method,
+    methods,
+    unregister,
+)
+from tests.fixtures.lothair import QUESTION, SEVEN_PASSAGES, sentence_index
 from tests.fixtures.scripted_llm import respond as fixture_respond
 from tests.methods.rerank.test_rerank_cross_encoder import tiny_model_dir  # noqa: F401  (pytest fixture)
 
@@ -234,14 +242,8 @@ GOLD = {"q1": ["d0", "d1"]}
 def index_tables() -> dict[str, pd.DataFrame]:
     """The sentence proposition index of the corpus (as the index stages write it) and a facet
     table (as generate_facets writes it)."""
-    from evichain.methods.evireform.canonicalize import canonicalize
-    from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
-    from evichain.methods.evireform.params import IndexParams
 
-    matcher = TitleMatcher(CORPUS["title"])
-    props = pd.DataFrame([r for pid, t, x in SEVEN_PASSAGES
-                          for r in sentence_propositions(pid, t, x, matcher, IndexParams())])
-    entities, incidence = canonicalize(props, CORPUS["title"].tolist(), 95.0, 4)
+    props, entities, incidence = sentence_index(CORPUS)
     facets = pd.DataFrame({"passage_id": ["d1", "d0"],
                            "facet_query": ["When did Ermengarde of Tours die?",
                                            "Who was the mother of Lothair II?"]})

@@ -17,17 +17,15 @@ from evichain.embed import get_embedder
 from evichain.io import write_parquet
 from evichain.llm import LLMCache, LLMClient
 from evichain.llm.scripted import set_responder
-from evichain.methods.evireform.canonicalize import canonicalize
-from evichain.methods.evireform.coverage import (coverage_table, selection_table, token_table,
-                                                 transition_table)
-from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
+from evichain.methods.evireform.coverage import coverage_table, selection_table, token_table, transition_table
 from evichain.methods.evireform.index import EviReformIndex, build_index
 from evichain.methods.evireform.llm_steps import EviReformLLM
-from evichain.methods.evireform.params import EviReformParams, IndexParams
+from evichain.methods.evireform.params import EviReformParams
 from evichain.methods.evireform.retrieve import EviReformRetriever
 from evichain.methods.evireform.variants import VARIANTS, variant_params
 from evichain.paths import DatasetPaths
-from tests.fixtures.lothair import QUESTION, SEVEN_PASSAGES as PASSAGES
+from tests.fixtures.lothair import QUESTION, sentence_index
+from tests.fixtures.lothair import SEVEN_PASSAGES as PASSAGES
 
 GOLD = ["d0", "d1"]
 
@@ -35,10 +33,7 @@ GOLD = ["d0", "d1"]
 @lru_cache(maxsize=1)
 def tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     corpus = pd.DataFrame(PASSAGES, columns=["passage_id", "title", "text"])
-    matcher = TitleMatcher(corpus["title"])
-    props = pd.DataFrame([r for pid, t, x in PASSAGES
-                          for r in sentence_propositions(pid, t, x, matcher, IndexParams())])
-    entities, incidence = canonicalize(props, corpus["title"].tolist(), 95.0, 4)
+    props, entities, incidence = sentence_index(corpus)
     return corpus, props, entities, incidence
 
 

@@ -9,7 +9,6 @@ import contextlib
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
@@ -21,27 +20,14 @@ from evichain.io import read_json, read_parquet
 from evichain.llm.scripted import set_responder
 from evichain.retrieval.fusion import score_fusion
 from flows.cli import app, run
+from tests.fixtures.lothair import USER_PASSAGES, write_jsonl, write_user_corpus
 from tests.fixtures.scripted_llm import respond
-
-PASSAGES = [
-    ("d1", "Lothair II", "Lothair II was the son of Emperor Lothair I and Ermengarde of Tours."),
-    ("d2", "Ermengarde of Tours", "Ermengarde of Tours died on 20 March 851 in the abbey of Erstein."),
-    ("d3", "Lothair I", "Lothair I was emperor of the Franks from 817 to 855."),
-    ("d4", "Erstein", "Erstein is a commune in the Bas-Rhin department in Alsace."),
-    ("d5", "Lake Geneva", "Lake Geneva is a deep lake on the north side of the Alps."),
-    ("d6", "Tours", "Tours is a city on the Loire in central France."),
-]
-
-
-def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 @pytest.fixture()
 def user_files(tmp_path: Path) -> dict[str, Path]:
-    corpus = _jsonl(tmp_path / "corpus.jsonl", [{"id": i, "title": t, "text": x} for i, t, x in PASSAGES])
-    questions = _jsonl(tmp_path / "questions.jsonl", [
+    corpus = write_user_corpus(tmp_path / "corpus.jsonl")
+    questions = write_jsonl(tmp_path / "questions.jsonl", [
         {"id": "q1", "question": "When did Lothair II's mother die?", "gold": ["d1", "d2"]},
         {"id": "q2", "question": "Which lake lies on the north side of the Alps?", "gold": ["d5"]},
     ])
@@ -89,7 +75,7 @@ def test_fused_run_from_the_command_line_equals_fusion_of_the_components_runs(
     key = ["question_id", "rank", "passage_id"]
     assert got[key].values.tolist() == expected[key].values.tolist()
     assert got["score"].tolist() == pytest.approx(expected["score"].tolist(), abs=1e-9, rel=0)
-    assert set(got["passage_id"]) <= {p[0] for p in PASSAGES}             # the user's own ids
+    assert set(got["passage_id"]) <= {p[0] for p in USER_PASSAGES}             # the user's own ids
 
     trace = read_parquet(out / "evireform-fused-trace.parquet")
     robust = read_parquet(user_files["dir"] / "robust" / "evireform-robust-trace.parquet")

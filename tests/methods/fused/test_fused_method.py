@@ -21,7 +21,7 @@ from evichain.llm.scripted import set_responder
 from evichain.methods.base import BuildContext, QuestionResult, get_method, run_frame
 from evichain.methods.fused.method import Fused, FusedResult, fuse_question, resolve_run
 from evichain.retrieval.fusion import fused_trace, score_fusion
-from tests.fixtures.lothair import SEVEN_PASSAGES
+from tests.fixtures.lothair import SEVEN_PASSAGES, sentence_index
 from tests.fixtures.scripted_llm import respond
 
 CORPUS = pd.DataFrame(SEVEN_PASSAGES, columns=["passage_id", "title", "text"])
@@ -49,14 +49,8 @@ def encode(texts: Sequence[str]) -> np.ndarray:
 @lru_cache(maxsize=1)
 def index_tables() -> dict[str, pd.DataFrame]:
     """The sentence proposition index of the corpus, as the index stages write it."""
-    from evichain.methods.evireform.canonicalize import canonicalize
-    from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
-    from evichain.methods.evireform.params import IndexParams
 
-    matcher = TitleMatcher(CORPUS["title"])
-    props = pd.DataFrame([r for pid, t, x in SEVEN_PASSAGES
-                          for r in sentence_propositions(pid, t, x, matcher, IndexParams())])
-    entities, incidence = canonicalize(props, CORPUS["title"].tolist(), 95.0, 4)
+    props, entities, incidence = sentence_index(CORPUS)
     return {"propositions": props, "entities": entities, "incidence": incidence}
 
 

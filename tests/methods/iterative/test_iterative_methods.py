@@ -16,19 +16,16 @@ from evichain.config import EmbedParams, LLMParams
 from evichain.embed import get_embedder
 from evichain.llm import LLMClient
 from evichain.llm.scripted import set_responder
-from evichain.methods.evireform.canonicalize import canonicalize
-from evichain.methods.evireform.extract import (TitleMatcher, sentence_propositions,
-                                                split_sentences)
-from evichain.methods.evireform.params import IndexParams
+from evichain.methods.evireform.extract import split_sentences
 from evichain.methods.iterative.common import DenseSearcher, Episode, Outcome, Passages
 from evichain.methods.iterative.gear import GeAR
 from evichain.methods.iterative.gear_graph import EntityGraph
 from evichain.methods.iterative.ircot import IRCoT
-from evichain.methods.iterative.params import (GeARParams, IRCoTParams, S2GRAGParams,
-                                               SelfAskParams)
+from evichain.methods.iterative.params import GeARParams, IRCoTParams, S2GRAGParams, SelfAskParams
 from evichain.methods.iterative.s2g_rag import S2GRAG, clean_ids
 from evichain.methods.iterative.self_ask import SelfAsk, round_robin
-from tests.fixtures.lothair import QUESTION, SEVEN_PASSAGES as PASSAGES
+from tests.fixtures.lothair import QUESTION, sentence_index
+from tests.fixtures.lothair import SEVEN_PASSAGES as PASSAGES
 
 Responder = Callable[[str, Any], str]
 
@@ -56,10 +53,7 @@ def searcher() -> DenseSearcher:
 def index_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """EviReform sentence index of the corpus: propositions, entities, incidence."""
     c = corpus()
-    matcher = TitleMatcher(c["title"])
-    props = pd.DataFrame([r for pid, t, x in PASSAGES
-                          for r in sentence_propositions(pid, t, x, matcher, IndexParams())])
-    entities, incidence = canonicalize(props, c["title"].tolist(), 95.0, 4)
+    props, entities, incidence = sentence_index(c)
     return props, entities, incidence
 
 

@@ -24,6 +24,7 @@ import pytest
 from evichain.config import LLMParams
 from evichain.llm import LLMCache, LLMClient, Prompt
 from evichain.llm.scripted import set_responder
+from tests.fixtures.lothair import sentence_index
 
 ROOT = Path(__file__).resolve().parents[3]
 HOSTILE: list[dict[str, str]] = json.loads(
@@ -184,21 +185,16 @@ def _encode(texts: list[str]) -> np.ndarray:
 
 
 def _retriever(tmp_path: Path, replies: list[Any]) -> tuple[Any, LLMClient]:
-    from evichain.methods.evireform.canonicalize import canonicalize
-    from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
     from evichain.methods.evireform.index import build_index
     from evichain.methods.evireform.llm_steps import EviReformLLM
-    from evichain.methods.evireform.params import EviReformParams, IndexParams
+    from evichain.methods.evireform.params import EviReformParams
     from evichain.methods.evireform.retrieve import EviReformRetriever
 
     rows = [(f"d{n}", h["title"], h["text"]) for n, h in enumerate(HOSTILE)]
     rows += [("g0", "Acme Corp", "Acme Corp was founded by Jane Roe in 1901."),
              ("g1", "Jane Roe", "Jane Roe was born in Leeds. She founded Acme Corp.")]
     corpus = pd.DataFrame(rows, columns=["passage_id", "title", "text"])
-    matcher = TitleMatcher(corpus["title"])
-    props = pd.DataFrame([r for pid, t, x in rows
-                          for r in sentence_propositions(pid, t, x, matcher, IndexParams())])
-    entities, incidence = canonicalize(props, corpus["title"].tolist(), 95.0, 4)
+    props, entities, incidence = sentence_index(corpus)
     index = build_index(corpus, props, entities, incidence, _encode(props["text"].tolist()),
                         "{title}\n{text}")
     queue = list(replies)
