@@ -23,9 +23,14 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DATASETS: tuple[str, ...] = ("demo", "2wiki", "musique", "hotpotqa", "medical",
-                             "2wiki_s", "hotpotqa_s", "medical_s", "2wiki_tune_s")
+                             "2wiki_s", "hotpotqa_s", "medical_s", "2wiki_tune_s", "musique_llm")
 """Full benchmarks, the bundled demo, and question samples of full benchmarks (``*_s``).
-``2wiki_tune_s`` is the tuning sample: 2Wiki questions outside every reported sample."""
+``2wiki_tune_s`` is the tuning sample: 2Wiki questions outside every reported sample.
+``musique_llm`` holds MuSiQue-100's questions and corpus again, for the indexes its methods'
+papers build with the LLM (issue 62), beside ``musique``'s LLM-free ones."""
+
+SAMPLE_DATASETS: tuple[str, ...] = tuple(d for d in DATASETS if d.endswith("_s")) + ("musique_llm",)
+"""Datasets built by :mod:`evichain.data.sample` from a full benchmark (``data.samples``)."""
 
 
 UnitInterval = Annotated[float, Field(ge=0.0, le=1.0)]

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from evichain.params_base import DATASETS, Section, only_known
+from evichain.params_base import SAMPLE_DATASETS, Section, only_known
 
 
 class DemoParams(Section):
@@ -56,7 +56,8 @@ def _default_samples() -> dict[str, SampleParams]:
     return {"2wiki_s": SampleParams(source="2wiki", n_questions=100),
             "hotpotqa_s": SampleParams(source="hotpotqa", n_questions=100),
             "medical_s": SampleParams(source="medical", n_questions=5, per_type=True),
-            "2wiki_tune_s": SampleParams(source="2wiki", n_questions=38, offset=100)}
+            "2wiki_tune_s": SampleParams(source="2wiki", n_questions=38, offset=100),
+            "musique_llm": SampleParams(source="musique", n_questions=100)}
 
 
 class DataParams(Section):
@@ -70,7 +71,7 @@ class DataParams(Section):
     @field_validator("samples")
     @classmethod
     def _sample_names(cls, v: dict[str, SampleParams]) -> dict[str, SampleParams]:
-        only_known(list(v), [d for d in DATASETS if d.endswith("_s")], "sample dataset")
+        only_known(list(v), list(SAMPLE_DATASETS), "sample dataset")
         return v
 
     def source_of(self, dataset: str) -> str:

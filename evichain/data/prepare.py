@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from evichain.data.params import DataParams
-from evichain.params_base import DATASETS
 from evichain.data import demo, hotpotqa, medical, musique, twowiki
+from evichain.data.params import DataParams
 from evichain.data.sample import sample_questions
 from evichain.data.schema import validate_corpus, validate_questions
 from evichain.data.sources import SHARED_HINT, MalformedSourceError, verify_sources
+from evichain.params_base import DATASETS, SAMPLE_DATASETS
 
 Tables = tuple[pd.DataFrame, pd.DataFrame]
 Converter = Callable[[Path, DataParams], Tables]
@@ -82,7 +82,7 @@ def prepare_dataset(name: str, source_dir: Path, params: DataParams) -> Tables:
 
 
 def _converter(name: str) -> tuple[tuple[str, ...], Converter]:
-    if name.endswith("_s") and name in DATASETS:
+    if name in SAMPLE_DATASETS:
         return _sampled(name)
     if name not in _CONVERTERS:
         raise ValueError(f"unknown dataset {name!r}; known: {list(DATASETS)}")

@@ -57,7 +57,7 @@ _RETRYABLE: dict[type[Exception], str] = {
     litellm.ServiceUnavailableError: "server_error",
     litellm.APIConnectionError: "connection",
 }
-_SEMAPHORES: dict[str, threading.BoundedSemaphore] = {}
+_SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEM_LOCK = threading.Lock()
 
 
@@ -80,10 +80,12 @@ class Endpoint:
 
 
 def _semaphore(model: str, limit: int) -> threading.BoundedSemaphore:
+    """The process-wide bound shared by every client of ``model`` with ``limit``
+    (``llm.concurrency``); a client with another limit gets its own bound."""
     with _SEM_LOCK:
-        if model not in _SEMAPHORES:
-            _SEMAPHORES[model] = threading.BoundedSemaphore(limit)
-        return _SEMAPHORES[model]
+        if (model, limit) not in _SEMAPHORES:
+            _SEMAPHORES[(model, limit)] = threading.BoundedSemaphore(limit)
+        return _SEMAPHORES[(model, limit)]
 
 
 class LLMClient:
@@ -331,12 +333,15 @@ def resolve_endpoint(params: LLMParams) -> Endpoint:
     """
     api_key = params.api_key()  # MissingAPIKey (a ParamsError): one line, before any call
     if params.model.startswith("local/"):
-        from evichain.llm.local_server import acquire_shared_server
+        from evichain.llm.local_server import acquire_shared_server, choose_backend
 
+        local = params.local
+        backend = choose_backend(local.backend)
         # held for the life of the process; stopped by the server module's atexit hook
-        server = acquire_shared_server(params.model.removeprefix("local/"), n_ctx=params.local.n_ctx,
-                                       n_threads=params.local.n_threads,
-                                       startup_timeout=params.local.startup_timeout_s)
+        server = acquire_shared_server(params.model.removeprefix("local/"), n_ctx=local.n_ctx,
+                                       n_threads=local.n_threads, backend=backend,
+                                       n_parallel=local.parallel if backend == "llama-server" else 1,
+                                       startup_timeout=local.startup_timeout_s)
         return Endpoint(f"openai/{server.model_alias}", server.api_base, "none", "llama_cpp")
     if params.model.startswith("scripted/"):
         from evichain.llm.scripted import register_scripted_provider

@@ -1,8 +1,18 @@
-"""Run the offline default LLM behind llama-cpp-python's OpenAI-compatible server.
+"""Run the offline default LLM behind an OpenAI-compatible server on 127.0.0.1.
 
-:class:`LocalLLMServer` starts ``python -m llama_cpp.server`` on 127.0.0.1 and a
-free port as a child process, waits until ``GET /v1/models`` answers and stops
-it again (terminate, wait, kill).  Call it from litellm as::
+Two backends serve the same GGUF:
+
+* ``llama-server``: llama.cpp's own server (built once by ``scripts/setup_local_llm.sh`` from the
+  sources vendored in the llama-cpp-python sdist, :func:`llama_server_binary`). It decodes
+  ``n_parallel`` sequences together (parallel slots, continuous batching), which is where
+  concurrent generation-heavy calls gain on 2 cores.
+* ``llama-cpp-python``: ``python -m llama_cpp.server``, one request at a time.
+
+:func:`choose_backend` resolves ``auto`` to the first when its binary exists and otherwise to the
+second, with a warning that says how to build the first. Neither enters the LLM cache key.
+
+:class:`LocalLLMServer` starts the chosen server on a free port as a child process, waits until
+``GET /v1/models`` answers and stops it again (terminate, wait, kill).  Call it from litellm as::
 
     with LocalLLMServer("qwen2.5-coder-1.5b-instruct-q4_k_m") as srv:
         litellm.completion(
@@ -28,6 +38,7 @@ import atexit
 import contextlib
 import importlib.util
 import json
+import logging
 import os
 import signal
 import socket
@@ -40,15 +51,26 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Literal
+
+import platformdirs
 
 from evichain.llm.local_model import DEFAULT_MODEL_KEY, ensure_gguf, model_dir, resolve_key
 
+log = logging.getLogger(__name__)
+
+Backend = Literal["llama-server", "llama-cpp-python"]
+#: llama-cpp-python release whose vendored llama.cpp the llama-server binary is built from
+LLAMA_CPP_VERSION = "0.3.36"
+
 __all__ = [
+    "Backend",
     "LocalLLMServer",
     "LocalServerError",
     "acquire_shared_server",
+    "choose_backend",
     "die_with_parent_preexec",
+    "llama_server_binary",
     "release_shared_server",
     "shared_server",
     "stop_shared_servers",
@@ -83,6 +105,32 @@ def _tail(path: Path | None, lines: int = _LOG_TAIL_LINES) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
+def llama_server_binary() -> Path:
+    """Where ``scripts/setup_local_llm.sh`` puts llama.cpp's ``llama-server``:
+    ``$EVICHAIN_LLAMA_SERVER``, else ``$EVICHAIN_BIN_DIR/llama-server-<version>``, else
+    ``<user cache>/evichain/bin/llama-server-<version>`` (it may not exist)."""
+    explicit = os.environ.get("EVICHAIN_LLAMA_SERVER")
+    if explicit:
+        return Path(explicit).expanduser()
+    bin_dir = os.environ.get("EVICHAIN_BIN_DIR")
+    base = Path(bin_dir).expanduser() if bin_dir else Path(platformdirs.user_cache_dir("evichain")) / "bin"
+    return base / f"llama-server-{LLAMA_CPP_VERSION}"
+
+
+def choose_backend(requested: Literal["auto", "llama-server", "llama-cpp-python"]) -> Backend:
+    """``requested`` itself, or for ``auto``: ``llama-server`` when its binary is built, else
+    ``llama-cpp-python`` with a warning naming the build command (never silently)."""
+    if requested != "auto":
+        return requested
+    binary = llama_server_binary()
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return "llama-server"
+    log.warning("llama-server is not built (%s): using llama-cpp-python's server, one request at "
+                "a time; build it once with `bash scripts/setup_local_llm.sh` (SKIP_LLAMA=1 "
+                "SKIP_MODEL=1 builds only the server)", binary)
+    return "llama-cpp-python"
+
+
 def die_with_parent_preexec() -> Any:
     """A ``preexec_fn`` that makes Linux SIGKILL the child when the parent thread dies.
 
@@ -112,7 +160,7 @@ def die_with_parent_preexec() -> Any:
 
 
 class LocalLLMServer:
-    """A llama-cpp-python OpenAI-compatible server in a child process.
+    """An OpenAI-compatible llama.cpp server (either backend) in a child process.
 
     Use as a context manager or call :meth:`start` / :meth:`stop`.
 
@@ -137,7 +185,10 @@ class LocalLLMServer:
             ``<model_dir>/logs/llama-server-<alias>-<port>.log``.
         keep_log: Keep the log after a clean :meth:`stop` (it is always kept
             when start-up fails).
-        extra_args: More ``llama_cpp.server`` CLI arguments.
+        backend: ``llama-server`` (llama.cpp's, batched) or ``llama-cpp-python``.
+        n_parallel: ``llama-server`` slots decoded together, each with ``n_ctx`` tokens of
+            context (ignored by ``llama-cpp-python``, which serves one request at a time).
+        extra_args: More server CLI arguments.
         python: Interpreter that has ``llama-cpp-python[server]`` installed.
         command: Replace the whole command line (tests / debugging); the
             model is then not prepared and ``--port`` is not added.
@@ -166,6 +217,8 @@ class LocalLLMServer:
         startup_timeout: float = 180.0,
         log_path: str | os.PathLike[str] | None = None,
         keep_log: bool = False,
+        backend: Backend = "llama-cpp-python",
+        n_parallel: int = 1,
         extra_args: Sequence[str] = (),
         python: str = sys.executable,
         command: Sequence[str] | None = None,
@@ -187,6 +240,8 @@ class LocalLLMServer:
         self.startup_timeout = startup_timeout
         self.log_path: Path | None = Path(log_path) if log_path is not None else None
         self.keep_log = keep_log
+        self.backend: Backend = backend
+        self.n_parallel = max(1, n_parallel)
         self.extra_args = tuple(extra_args)
         self.python = python
         self.command_override = tuple(command) if command is not None else None
@@ -229,7 +284,9 @@ class LocalLLMServer:
 
     # ---------------------------------------------------------------- command
     def build_command(self, model_path: Path, port: int) -> list[str]:
-        """The ``python -m llama_cpp.server`` command line for ``model_path`` on ``port``."""
+        """The server command line for ``model_path`` on ``port`` (per :attr:`backend`)."""
+        if self.backend == "llama-server":
+            return self._llama_server_command(model_path, port)
         return [
             self.python, "-m", "llama_cpp.server",
             "--model", str(model_path),
@@ -244,6 +301,27 @@ class LocalLLMServer:
             *self.extra_args,
         ]  # fmt: skip
 
+    def _llama_server_command(self, model_path: Path, port: int) -> list[str]:
+        """``llama-server``: ``n_parallel`` slots of ``n_ctx`` tokens each (``-c`` is the total),
+        continuous batching, no web UI, a 1 GiB prompt cache."""
+        return [
+            str(llama_server_binary()),
+            "--model", str(model_path),
+            "--alias", self.model_alias,
+            "--host", self.host,
+            "--port", str(port),
+            "--ctx-size", str(self.n_ctx * self.n_parallel),
+            "--parallel", str(self.n_parallel),
+            "--no-kv-unified",
+            "--cont-batching",
+            "--threads", str(self.n_threads),
+            "--threads-batch", str(self.n_threads_batch),
+            "--batch-size", str(self.n_batch),
+            "--cache-ram", "1024",
+            "--no-webui",
+            *self.extra_args,
+        ]  # fmt: skip
+
     def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)
         # llama_cpp.server lets HOST/PORT/CONFIG_FILE override the command line.
@@ -255,6 +333,13 @@ class LocalLLMServer:
         return env
 
     def _check_llama_cpp(self) -> None:
+        if self.backend == "llama-server":
+            binary = llama_server_binary()
+            if not (binary.is_file() and os.access(binary, os.X_OK)):
+                raise LocalServerError(f"llama-server is not built ({binary}): run "
+                                       "`SKIP_LLAMA=1 SKIP_MODEL=1 bash scripts/setup_local_llm.sh`, "
+                                       "or set llm.local.backend: llama-cpp-python")
+            return
         if self.python != sys.executable:
             return  # cannot check another interpreter cheaply; start-up will tell
         if importlib.util.find_spec("llama_cpp") is None:

@@ -15,8 +15,16 @@ class MissingAPIKey(ParamsError):
 
 
 class LocalLLMParams(Section):
-    """Settings of the bundled llama-cpp server (used when ``llm.model`` starts with ``local/``)."""
+    """Settings of the bundled llama-cpp server (used when ``llm.model`` starts with ``local/``).
 
+    ``backend``: ``llama-server`` (llama.cpp's own, ``parallel`` slots decoded together),
+    ``llama-cpp-python`` (one request at a time) or ``auto`` (the first when built, else the
+    second with a warning). The backend never enters the LLM cache key: answers recorded with
+    one replay under the other. Send ``llm.concurrency`` >= ``parallel`` requests to fill the
+    slots."""
+
+    backend: Literal["auto", "llama-server", "llama-cpp-python"] = "auto"
+    parallel: int = Field(4, ge=1, le=64)
     n_ctx: int = Field(8192, ge=512, le=131072)
     n_threads: int = Field(2, ge=1, le=256)
     startup_timeout_s: float = Field(300.0, gt=0)
