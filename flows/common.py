@@ -113,6 +113,7 @@ class Progress:
         self.label = label
         self.unit = unit
         self.done = 0
+        self.resumed = 0
         self._clock = clock
         self._log = log
         self._start = clock()
@@ -124,15 +125,23 @@ class Progress:
         """The progress line as of ``now`` (default: the clock's time)."""
         elapsed = (self._clock() if now is None else now) - self._start
         pct = 100.0 * self.done / self.total
+        worked = self.done - self.resumed  # items done in this run: the rate and the ETA
         if self.done >= self.total:
             eta = "done"
-        elif self.done > 0 and elapsed > 0:
-            eta = "ETA " + format_duration(elapsed / self.done * (self.total - self.done))
+        elif worked > 0 and elapsed > 0:
+            eta = "ETA " + format_duration(elapsed / worked * (self.total - self.done))
         else:
             eta = "ETA ?"
-        return (f"{self.label}: {self.done}/{self.total} ({pct:.0f}%), "
-                f"{format_duration(elapsed)} elapsed, {format_rate(self.done, elapsed, self.unit)}, "
+        resumed = f", {self.resumed} resumed" if self.resumed else ""
+        return (f"{self.label}: {self.done}/{self.total} ({pct:.0f}%{resumed}), "
+                f"{format_duration(elapsed)} elapsed, {format_rate(worked, elapsed, self.unit)}, "
                 f"{eta}")
+
+    def resume(self, n: int) -> None:
+        """Count ``n`` items done by an earlier run (from checkpoints): in the total done, not
+        in the rate or the ETA."""
+        self.resumed += n
+        self.advance(n)
 
     def advance(self, n: int = 1) -> None:
         self.done += n

@@ -122,7 +122,7 @@ def _llm_extract(rows: list[tuple[str, str, str]], params: IndexParams, client: 
     futures = {r[0]: extract_passage.submit(client, r[0], r[2]) for r in pending}
     progress = Progress(len(rows), "extract propositions (passages)")
     if resumed:
-        progress.advance(resumed)
+        progress.resume(resumed)
     outcomes: list[PassageExtraction] = []
     for path, chunk, done in plan:
         for pid, _, _ in chunk:

@@ -79,7 +79,7 @@ def _llm_openie(rows: list[tuple[str, str]], shard: int, client: LLMClient,
     futures = {pid: openie_passage.submit(client, pid, text) for pid, text in pending}
     progress = Progress(len(rows), "OpenIE (passages)")
     if resumed:
-        progress.advance(resumed)
+        progress.resume(resumed)
     outcomes: list[PassageTriples] = []
     for (path, chunk), d in zip(plan, done):
         for pid, _ in chunk:

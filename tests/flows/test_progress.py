@@ -77,3 +77,13 @@ def test_never_more_than_one_line_a_second_except_the_last() -> None:
     progress.advance()
     shown = [line.split(" ")[2] for line in lines]
     assert shown == ["4/10", "8/10", "10/10"]
+
+
+def test_resumed_items_count_as_done_but_not_in_the_rate_or_eta() -> None:
+    clock = Clock()
+    progress, lines = _progress(100, clock, unit="passage")
+    progress.resume(50)  # from checkpoints, at once (no line within a second of the start)
+    clock.now += 100.0
+    progress.advance(10)  # 10 passages in 100 s: 10 s each, 40 left
+    assert lines[-1] == ("extract (passages): 60/100 (60%, 50 resumed), 1m40s elapsed, "
+                         "10.0 s/passage, ETA 6m40s")
