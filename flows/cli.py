@@ -9,7 +9,7 @@ flows: dependencies point one way (library ← flows ← stages / this command).
 Before any LLM call ``run`` prints the LLM calls it will make and their estimated time
 (:mod:`evichain.methods.estimate`); ``--index-like <dataset>`` builds the index with the
 index settings of a benchmark dataset (:mod:`evichain.methods.index_settings`); SIGINT and
-SIGTERM stop it within seconds, with the servers it started (:func:`flows.user.interruptible`).
+SIGTERM stop it within seconds, with the servers it started (:func:`flows.stopping.interruptible`).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def estimate_lines(estimate: CallEstimate, params: Params, seconds_per_call: flo
 
 
 def kept_text(calls_llm: bool, out: Path) -> str:
-    """What an interrupted run keeps (the end of :func:`flows.user.interrupted_line`)."""
+    """What an interrupted run keeps (the end of :func:`flows.stopping.interrupted_line`)."""
     from evichain.llm.cache import default_cache_path
 
     files = f"the files written so far under {out}"
@@ -91,7 +91,7 @@ def kept_text(calls_llm: bool, out: Path) -> str:
 def _start_servers(params: Params, calls_llm: bool) -> None:
     """Prefect's temporary server and (an LLM run on the bundled model) the local model server,
     started from the main thread so that they die with the run (:mod:`flows.user`)."""
-    from flows.user import start_local_model, start_prefect_server
+    from flows.stopping import start_local_model, start_prefect_server
 
     start_prefect_server()
     if calls_llm:
@@ -142,7 +142,8 @@ def run(
     except (UnknownMethodError, ParamsError, UserDataError, ValueError) as exc:
         _fail(exc)
     from evichain.llm.failures import FailureRateExceeded
-    from flows.user import interruptible, run_user
+    from flows.stopping import interruptible
+    from flows.user import run_user
 
     if like_line is not None:
         typer.echo(like_line)

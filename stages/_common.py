@@ -13,6 +13,7 @@ from typing import Any
 
 from evichain.config import ParamsError  # light: pydantic and yaml only, no env-sensitive import
 from evichain.llm.failures import check_failure_rate, failed_questions
+from flows.stopping import interruptible  # stdlib only at import
 
 __all__ = ["bootstrap_env", "check_failure_rate", "ensure_parent", "failed_questions", "run_stage",
            "write_method_outputs"]
@@ -45,6 +46,10 @@ def bootstrap_env() -> None:
 
 bootstrap_env()
 
+
+STAGE_KEPT = ("the LLM cache (every answer received) and the index builders' shard checkpoints; "
+              "`dvc repro` resumes from them")
+"""What a stage stopped by SIGINT / SIGTERM keeps (the end of its one stop line)."""
 
 _RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
@@ -128,7 +133,9 @@ def stage_tags(name: str, tags: dict[str, str] | None = None) -> dict[str, str]:
 
 def run_stage(name: str, body: Callable[[], dict[str, Any] | None],
               tags: dict[str, str] | None = None) -> None:
-    """Run a stage body; print a one-line summary, or a clear error and exit 2.
+    """Run a stage body; print a one-line summary, or a clear error and exit 2. SIGINT / SIGTERM
+    stop it within seconds with the servers it started, exit 130 / 143
+    (:func:`flows.stopping.interruptible`).
 
     The flow runs the body starts through ``flows.common.with_runner`` are named ``name`` and
     tagged ``key:value`` with :func:`stage_tags` (``tags`` add to or override the tags read
@@ -143,7 +150,8 @@ def run_stage(name: str, body: Callable[[], dict[str, Any] | None],
     saved = {key: os.environ.get(key) for key in labels}
     os.environ.update(labels)
     try:
-        summary = body() or {}
+        with interruptible(STAGE_KEPT):
+            summary = body() or {}
     except (ParamsError, FileNotFoundError, ValueError, RuntimeError) as exc:
         print(f"[{name}] error: {exc}", file=sys.stderr)
         sys.exit(2)

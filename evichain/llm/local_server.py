@@ -140,7 +140,7 @@ def die_with_parent_preexec() -> Any:
     ``libc.prctl`` is resolved here, in the parent, so that the function run
     between fork and exec imports nothing and takes no locks.  Returns
     ``None`` where unavailable. ``evichain run`` starts Prefect's temporary server with it too
-    (:func:`flows.user.start_prefect_server`).
+    (:func:`flows.stopping.start_prefect_server`).
     """
     if not sys.platform.startswith("linux"):
         return None
