@@ -8,8 +8,13 @@ of ours (``report.ours``), and the iterative methods. Every figure draws a famil
 a family apart by line style and marker; a method keeps its style on every dataset because its
 position comes from :data:`KNOWN`, not from which methods happen to be present.
 
-Iterative methods (:data:`ITERATIVE`) return evidence sets, not rankings: the figures leave them
-out of every ranking plot, and the tables list them apart.
+Iterative methods (:data:`ITERATIVE`) return evidence sets. IRCoT, Self-Ask and S2G-RAG
+(:data:`UNRANKED`) expose no single passage ranking: EviReform reports no recall for them (§C.1),
+the figures leave them out of every ranking plot and the tables list them apart. GeAR
+(:data:`RANKED_ITERATIVE`) is scored on its final merged evidence list, as EviReform's Table A.1
+scores it (GeAR is the best metric-wise R@5/R@10 comparator on 2Wiki there), so it is a ranking
+method of the iterative family. Baselines (:func:`is_baseline`) are the methods of
+:data:`BASELINE_FAMILIES`: neither a seed method (EviReform, CEE) nor a variant of ours.
 """
 
 from __future__ import annotations
@@ -25,7 +30,16 @@ def _of(*families: str) -> tuple[str, ...]:
 
 
 ITERATIVE: frozenset[str] = frozenset(_of("iterative", "iterative_graph"))
-"""The iterative methods (the catalogue's ``iterative`` families): evidence sets, not rankings."""
+"""The iterative methods (the catalogue's ``iterative`` families): they return evidence sets."""
+
+RANKED_ITERATIVE: frozenset[str] = frozenset({"gear"})
+"""Iterative methods whose run is a passage ranking the papers score: GeAR's final evidence
+(passages supporting its gist memory first, then the rest by first retrieval; EviReform Table A.1
+lists GeAR's R@5 and R@10 as the 2Wiki comparator)."""
+
+UNRANKED: frozenset[str] = ITERATIVE - RANKED_ITERATIVE
+"""Iterative methods without a comparable passage ranking (EviReform §C.1: IRCoT and S2G-RAG;
+Self-Ask likewise): recall N/A, left out of every ranking figure."""
 
 OURS: tuple[str, ...] = ("evireform-robust", "evireform-hybrid", "cee-robust", "evireform-fused",
                          "seeds-fused")
@@ -37,7 +51,7 @@ FAMILIES: tuple[str, ...] = ("first-stage", "rerank", "expansion", "graph", "Evi
 LABEL: dict[str, str] = {
     "first-stage": "lexical / dense", "rerank": "rerankers", "expansion": "query expansion",
     "graph": "graph retrievers", "EviReform": "EviReform (paper variants)",
-    "CEE": "CEE (paper variants)", "ours": "variants of ours", "iterative": "iterative (evidence sets)",
+    "CEE": "CEE (paper variants)", "ours": "variants of ours", "iterative": "iterative / agentic",
     "other": "other"}
 
 COLOUR: dict[str, str] = {  # Okabe-Ito
@@ -109,6 +123,16 @@ def style(method: str, ours: Iterable[str] = OURS) -> dict[str, object]:
             "marker": MARKERS[i % len(MARKERS)]}
 
 
+BASELINE_FAMILIES: tuple[str, ...] = ("first-stage", "rerank", "expansion", "graph", "iterative")
+"""Families of the baselines: every family but the seed methods (EviReform, CEE), the variants
+of ours and unknown (``other``) methods."""
+
+
 def ranking_methods(methods: Sequence[str]) -> list[str]:
-    """``methods`` without the iterative ones (which return evidence sets, not rankings)."""
-    return [m for m in methods if m.lower() not in ITERATIVE]
+    """``methods`` without those of :data:`UNRANKED` (evidence sets without a passage ranking)."""
+    return [m for m in methods if m.lower() not in UNRANKED]
+
+
+def is_baseline(method: str, ours: Iterable[str] = OURS) -> bool:
+    """``method`` belongs to a family of :data:`BASELINE_FAMILIES` (not EviReform, CEE or ours)."""
+    return family(method, ours) in BASELINE_FAMILIES

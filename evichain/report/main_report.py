@@ -18,7 +18,7 @@ from evichain.io import read_json
 from evichain.metrics.bootstrap import bootstrap_table
 from evichain.metrics.frames import as_polars
 from evichain.report.ablations import CEE_CONTRASTS, EVIREFORM_CELLS, cee_section, evireform_section
-from evichain.report.families import ITERATIVE
+from evichain.report.families import UNRANKED
 from evichain.report.tables import (
     ci_text,
     definitions_markdown,
@@ -30,10 +30,11 @@ from evichain.report.tables import (
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method → metrics JSON
 RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file stem → JSON
 
-# Iterative methods return evidence, not a ranking: the paper's Table 1 prints their recall as
-# N/A. Their runs (passages in order of first retrieval) are still evaluated and shown in
-# reports/retrieval.md, marked as first-retrieval order.
-NO_RANKING: frozenset[str] = ITERATIVE
+# IRCoT, Self-Ask and S2G-RAG return evidence without a comparable passage ranking: EviReform
+# reports no recall for them (§C.1), so the main table prints N/A. Their runs (passages in order
+# of first retrieval) are still evaluated and shown in reports/retrieval.md, marked as such.
+# GeAR is not here: its final merged evidence is scored as a ranking, as in EviReform Table A.1.
+NO_RANKING: frozenset[str] = UNRANKED
 
 
 def method_sections(metrics: Metrics, per_q: Mapping[str, Mapping[str, pd.DataFrame]],
@@ -100,9 +101,31 @@ def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dic
     return {ds: fold_metrics(raw) for ds, raw in read_metric_files(root, datasets).items()}
 
 
+GEAR_ORDERS: dict[str, str] = {
+    "evidence": "its final merged evidence list (the passages supporting its gist-memory triples, "
+                "in memory order, then every other passage it retrieved, by first retrieval), the "
+                "list EviReform's Table A.1 scores (GeAR is its best R@5/R@10 comparator on 2Wiki)",
+    "first_retrieval": "the passages it retrieved, in order of first retrieval (not the merged "
+                       "evidence order that EviReform's Table A.1 scores)",
+}
+"""``iterative.gear.run_order`` → what GeAR's run ranks (:mod:`evichain.methods.iterative.gear`)."""
+
+
+def ranking_note(gear_run_order: str) -> str:
+    """The sentence under the recall tables saying what GeAR's R@K counts (its run order,
+    ``iterative.gear.run_order``) and why IRCoT, Self-Ask and S2G-RAG show N/A (EviReform §C.1)."""
+    if gear_run_order not in GEAR_ORDERS:
+        raise ValueError(f"iterative.gear.run_order {gear_run_order!r} is none of {sorted(GEAR_ORDERS)}")
+    unranked = ", ".join(f"`{m}`" for m in sorted(NO_RANKING))
+    return (f"GeAR's R@K counts the gold passages among the first K passages of "
+            f"{GEAR_ORDERS[gear_run_order]} (`iterative.gear.run_order: {gear_run_order}`); a list "
+            f"shorter than K is scored as it is, without padding. {unranked}: N/A, as in "
+            "EviReform §C.1 (no single comparable passage ranking; their answers are scored).")
+
+
 def _ranks_nothing(method: str) -> bool:
     """Ranking metrics are undefined (N/A) for direct inference, which retrieves nothing, and
-    for the iterative methods of :data:`NO_RANKING`, which return evidence, not a ranking."""
+    for the iterative methods of :data:`NO_RANKING`, which return no comparable ranking."""
     return method in NO_RANKING or method == "direct"
 
 
@@ -116,7 +139,8 @@ def _cell(values: Mapping[str, Any], key: str, method: str = "") -> Any:
 
 def _missing(method: str, metric: str) -> str:
     """An empty CI cell: N/A where the metric is undefined for the method (recall of direct
-    inference, which retrieves nothing, or of an iterative method), N/E where it was not run."""
+    inference, which retrieves nothing, or of an iterative method of :data:`NO_RANKING`), N/E
+    where it was not run."""
     ranking = metric.startswith(("Recall@", "Chain@", "Hit@"))
     return "N/A" if ranking and _ranks_nothing(method) else "N/E"
 
@@ -135,7 +159,8 @@ def cost_table(metrics: Metrics, datasets: Sequence[str]) -> pd.DataFrame:
     rows: dict[str, dict[str, Any]] = {}
     for ds in datasets:
         for m, v in metrics.get(ds, {}).items():
-            rows.setdefault(m, {})[f"{ds} retrieval"] = v.get("retrieval_tokens_per_question", 0.0 if m in ("bm25", "dense", "direct") else "N/E")
+            free = 0.0 if m in ("bm25", "dense", "direct") else "N/E"
+            rows.setdefault(m, {})[f"{ds} retrieval"] = v.get("retrieval_tokens_per_question", free)
             rows[m][f"{ds} reader"] = v.get("reader_tokens_per_question", "N/E")
     columns = [f"{ds} {part}" for ds in datasets for part in ("retrieval", "reader")]
     return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=columns).fillna("N/E")
@@ -295,29 +320,33 @@ def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd
            bootstrap_md: Sequence[tuple[str, str]], figures: Sequence[str],
            not_run: Sequence[str] = (), method_sections: Sequence[tuple[str, str]] = (),
            counts: Mapping[str, int] | None = None, pending: str = "", medical: str = "",
-           pages: str = "") -> str:
+           pages: str = "", ranking: str = "", figure_notes: Sequence[str] = (),
+           index_stats: str = "") -> str:
     """The whole report as Markdown (``not_run``: methods that cannot run here, and why;
     ``method_sections``: (title, Markdown) of the methods' ablation analyses; ``counts``:
     questions per dataset for the headings; ``pending``: :func:`pending_line`; ``medical``:
     the GraphRAG-Bench Medical section, :func:`evichain.report.medical.medical_section`;
-    ``pages``: the list of per-dataset pages, :func:`evichain.report.dataset_pages.pages_index`). The
-    three wide tables are shown one dataset at a time, each with only the methods evaluated
-    there."""
+    ``pages``: the list of per-dataset pages, :func:`evichain.report.dataset_pages.pages_index`;
+    ``ranking``: :func:`ranking_note`, under the main table; ``figure_notes``: why a figure is
+    not drawn (too few questions); ``index_stats``: the index-statistics section,
+    :func:`evichain.report.index_stats.index_stats_section`). The three wide tables are shown
+    one dataset at a time, each with only the methods evaluated there."""
     datasets = list(dict.fromkeys(c.split(" ", 1)[0] for c in main.columns))
     counts = counts or {}
     tokens_kwargs = {"percent": False, "decimals": 1, "lower_is_better": ("retrieval", "reader")}
     parts = ["# evichain results", "",
              "Generated by `dvc repro` (stage `report`); do not edit by hand. Percentages; in each "
              "column the best value is bold and the second best underlined. N/A = not applicable "
-             "(no gold passages; or recall of an iterative method, which returns evidence, not a "
-             "ranking, as in the paper's Table 1), N/E = not evaluated (method not run on that "
-             "dataset).", "",
+             "(no gold passages; or recall of IRCoT, Self-Ask or S2G-RAG, which return evidence "
+             "without a passage ranking, as in the paper's Table 1 and §C.1), N/E = not evaluated "
+             "(method not run on that dataset).", "",
              *(["## Per-dataset pages", "", pages, ""] if pages else []),
              "Hand-written notes on the runs (how they were run, timings, what the traces "
              "show, limitations): [notes.md](notes.md).", "",
              "## Setup", "", setup, "",
              "## Main table (EviReform Table 1 shape: R@5, R@10, F1, EM)", "", setup, "",
              *_blocks_markdown(main, datasets, counts),
+             *([ranking, ""] if ranking else []),
              *([f"Not run: {'; '.join(not_run)}.", ""] if not_run else []),
              *([pending, ""] if pending else []),
              "## Retrieval decomposition at K = 5 (Table 2 shape: Hit@5 / Recall@5 / Chain@5)", "",
@@ -329,8 +358,10 @@ def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd
             parts += [f"## Paired bootstrap: {dataset}", "", setup, "", md, ""]
     for title, md in method_sections:
         parts += [f"## {title}", "", setup, "", md, ""]
-    if figures:
-        parts += ["## Figures", "", *[f"![{f}]({f})" for f in figures], ""]
+    if figures or figure_notes:
+        parts += ["## Figures", "", *[f"![{f}]({f})" for f in figures],
+                  *[line for note in figure_notes for line in ("", note)], ""]
+    parts += [index_stats.rstrip("\n"), ""] if index_stats else []
     parts += [medical] if medical else []
     parts += ["## Metric definitions", "",
               definitions_markdown(["Recall@K", "Chain@K", "Hit@K", "MAP@10", "nDCG@10", "EM", "F1"])]

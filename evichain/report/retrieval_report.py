@@ -33,8 +33,10 @@ def recall_curve_rows(dataset: str, metrics: Mapping[str, Mapping[str, Any]]) ->
 
 
 def dataset_section(dataset: str, metrics: Mapping[str, Mapping[str, Any]], setup: str,
-                    figure: str | None) -> str:
-    """Markdown section for one dataset (or a note when retrieval metrics are undefined)."""
+                    figure: str | None, notes: Sequence[str] = ()) -> str:
+    """Markdown section for one dataset (or a note when retrieval metrics are undefined);
+    ``figure``: its Recall@K figure (path relative to ``reports/``), ``notes``: sentences after
+    the table (what GeAR's recall counts; why no figure is drawn)."""
     lines = [f"## {dataset}", "", setup, ""]
     scored = {m: v for m, v in metrics.items() if v.get("n_questions", 0)}
     if not metrics:
@@ -49,8 +51,9 @@ def dataset_section(dataset: str, metrics: Mapping[str, Mapping[str, Any]], setu
     lines.append(render_markdown(metrics_frame(scored, TABLE_METRICS)))
     if unranked := sorted(set(scored) & NO_RANKING):
         lines += ["", f"{', '.join(unranked)}: iterative methods return evidence, not a ranking; "
-                  "their rows score the passages in the order of first retrieval (GeAR: its "
-                  "merged order), and the main report prints N/A for their recall."]
+                  "their rows score the passages in the order of first retrieval, and the main "
+                  "report prints N/A for their recall (EviReform §C.1)."]
+    lines += [line for note in notes for line in ("", note)]
     if figure:
         lines += ["", f"![Recall@K on {dataset}]({figure})"]
     lines.append("")

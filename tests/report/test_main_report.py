@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import polars as pl
+import pytest
 
 from evichain.report import main_report as mr
 
@@ -57,8 +58,8 @@ def test_methods_without_a_per_question_table_are_named(tmp_path: Path) -> None:
                                     evaluated=["bm25", "dense", "hyde", "proprag"])
     assert boot.height
     assert md.endswith("re-run their evaluate stage): `hyde`, `proprag`.")
-    alone, _ = mr.bootstrap_section(mr.per_question_tables(tmp_path / "none"), "musique", "bm25", ["Recall@5"], 200,
-                                    evaluated=["bm25"])
+    alone, _ = mr.bootstrap_section(mr.per_question_tables(tmp_path / "none"), "musique", "bm25",
+                                    ["Recall@5"], 200, evaluated=["bm25"])
     assert alone.startswith("Not in these CIs") and "`bm25`" in alone
 
 
@@ -145,3 +146,39 @@ def test_direct_inference_recall_is_not_applicable(tmp_path: Path) -> None:
     table = mr.main_table(mr.load_metrics(tmp_path, ["musique"]), ["musique"], ["Recall@5", "EM"])
     assert table.loc["direct", "musique Recall@5"] == "N/A"  # retrieves nothing: not "not run"
     assert table.loc["dense", "musique EM"] == "N/E"
+
+
+def test_gear_recall_is_shown_as_evireform_shows_it(tmp_path: Path) -> None:
+    """EviReform's Table A.1 scores GeAR's final evidence as a ranking (its 2Wiki R@5/R@10
+    comparator); IRCoT, Self-Ask and S2G-RAG stay N/A (§C.1)."""
+    for m in ("gear", "ircot", "self_ask", "s2g_rag"):
+        _write(tmp_path, "2wiki_s", m, {"n_questions": 100, "Recall@5": 0.665, "Recall@10": 0.785})
+    table = mr.main_table(mr.load_metrics(tmp_path, ["2wiki_s"]), ["2wiki_s"], ["Recall@5", "Recall@10"])
+    assert table.loc["gear"].tolist() == [0.665, 0.785]
+    for m in ("ircot", "self_ask", "s2g_rag"):
+        assert table.loc[m].tolist() == ["N/A", "N/A"]
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    qids = [f"q{i}" for i in range(40)]
+    for name, value in (("gear", 0.5), ("ircot", 1.0), ("proprag", 0.75)):
+        pd.DataFrame({"question_id": qids, "Recall@5": value}).to_parquet(folder / f"{name}.parquet")
+    md, boot = mr.bootstrap_section(mr.per_question_tables(folder), "2wiki_s", "proprag", ["Recall@5"], 200)
+    assert "| gear | 50.00 [50.00, 50.00] |" in md and "| ircot |" not in md
+    assert set(boot["method"]) == {"gear", "proprag"}
+
+
+def test_ranking_note_says_what_gear_recall_counts(tmp_path: Path) -> None:
+    note = mr.ranking_note("evidence")
+    assert "final merged evidence list" in note and "Table A.1" in note
+    assert "`iterative.gear.run_order: evidence`" in note
+    assert "`ircot`, `s2g_rag`, `self_ask`: N/A, as in EviReform §C.1" in note
+    assert "order of first retrieval (not the merged" in mr.ranking_note("first_retrieval")
+    with pytest.raises(ValueError, match="iterative.gear.run_order 'other'"):
+        mr.ranking_note("other")
+    _write(tmp_path, "2wiki_s", "gear", {"n_questions": 100, "Recall@5": 0.665})
+    metrics = mr.load_metrics(tmp_path, ["2wiki_s"])
+    table = mr.main_table(metrics, ["2wiki_s"], ["Recall@5"])
+    text = mr.render("setup", table, table, mr.cost_table(metrics, ["2wiki_s"]), [], ["figures/x.png"],
+                     ranking=note, figure_notes=["NOT DRAWN"], index_stats="## Index statistics\n")
+    assert text.index("| gear |") < text.index(note) < text.index("## Retrieval decomposition")
+    assert text.index("![figures/x.png]") < text.index("NOT DRAWN") < text.index("## Index statistics")
