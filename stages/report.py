@@ -1,10 +1,14 @@
 """DVC stage ``report``: every metrics JSON and per-question table → the reports.
 
 Writes ``reports/README.md`` (main table, decomposition, token cost, paired bootstrap CIs,
-figures, links to the per-dataset pages and to the hand-written ``reports/notes.md``),
-``reports/datasets/<dataset>.md`` (one page per dataset: every method run there, its
-contrasts, its figures), ``reports/retrieval.md`` (one methods × metrics table per dataset),
-``reports/plots/recall_at_k.csv`` (a DVC plot) and ``reports/figures/*.png``.
+figures, index statistics, links to the per-dataset pages and to the hand-written
+``reports/notes.md``), ``reports/datasets/<dataset>.md`` (one page per dataset: every method run
+there, its contrasts, its figures, its index statistics), ``reports/retrieval.md`` (one methods
+× metrics table per dataset), ``reports/plots/recall_at_k.csv`` (a DVC plot) and
+``reports/figures/*.png``. Reads ``reports/metrics``, ``reports/eval`` and
+``reports/index_stats``; never ``artifacts/``. No figure is drawn on fewer than
+:data:`~evichain.report.figures.MIN_FIGURE_QUESTIONS` questions: a figure this run does not
+draw is deleted, and the pages say why it is absent.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import typer
 from stages._common import run_stage
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from evichain.config import Params
     from evichain.report.main_report import Metrics, RawMetrics
 
@@ -28,59 +34,102 @@ def main(params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> N
     def body() -> dict[str, object]:
         from evichain.config import load_params
         from evichain.paths import ReportPaths
-        from evichain.report.main_report import read_metric_files
+        from evichain.report import main_report as mr
+        from evichain.report.differences import strongest_baseline
+        from evichain.report.index_stats import read_index_stats
 
         params = load_params(params_file)
-        raw = read_metric_files(ReportPaths().root / "metrics", params.datasets)
-        figures = _retrieval_report(params, raw)
-        return _main_report(params, raw, figures)
+        reports = ReportPaths()
+        raw = mr.read_metric_files(reports.root / "metrics", params.datasets)
+        per_q = {ds: mr.per_question_tables(reports.per_question_root / ds) for ds in params.datasets}
+        baselines = {ds: strongest_baseline(per_q[ds], params.report.ours) for ds in params.datasets}
+        stats = read_index_stats(reports.root / INDEX_STATS, params.datasets)
+        figures, notes = _retrieval_report(params, raw, baselines)
+        return _main_report(params, raw, per_q, figures, notes, stats)
 
     run_stage("report", body)
 
 
-def _retrieval_report(p: Params, raw: RawMetrics) -> dict[str, str]:
+INDEX_STATS = "index_stats"
+"""``reports/index_stats/<dataset>/<index>.json`` (:mod:`evichain.report.index_stats`)."""
+
+
+def _retrieval_report(p: Params, raw: RawMetrics, baselines: dict[str, str | None]
+                      ) -> tuple[dict[str, str], dict[str, list[str]]]:
     """``reports/retrieval.md``, the recall@k plot data and figures; ``raw``: every metrics
-    file. Returns dataset → its Recall@K figure (path relative to ``reports/``)."""
-    import pandas as pd
+    file; ``baselines``: dataset → its strongest baseline (a grey line in every panel). Returns
+    dataset → its Recall@K figure (path relative to ``reports/``) and dataset → why a figure
+    or a method is not drawn (:func:`_recall_figure`)."""
+    import polars as pl
 
     from evichain.io import write_text
     from evichain.paths import ReportPaths
     from evichain.report import retrieval_report as rr
-    from evichain.report.families import ranking_methods
-    from evichain.report.figures import recall_at_k_figure
-    from evichain.report.main_report import retrieval_metrics
+    from evichain.report.main_report import ranking_note, retrieval_metrics
 
     reports = ReportPaths()
-    sections, curve, figures = [], [], {}
+    sections, curve, figures, notes = [], [], {}, {}
     for ds in p.datasets:
         metrics = retrieval_metrics(raw.get(ds, {}))
         scored = {m: v for m, v in metrics.items() if v.get("n_questions")}
-        figure = None
-        if ranking_methods(list(scored)):
-            frame = rr.metrics_frame(scored, [f"Recall@{k}" for k in p.evaluate.ks])
-            recall_at_k_figure(frame, reports.figure(f"recall_at_k-{ds}"), dataset=ds,
-                               ours=p.report.ours)
-            figure = figures[ds] = f"figures/recall_at_k-{ds}.png"
+        figure, notes[ds] = _recall_figure(p, ds, scored, baselines.get(ds))
+        if figure:
+            figures[ds] = figure
         if scored:
             curve += rr.recall_curve_rows(ds, scored)
-        sections.append(rr.dataset_section(ds, metrics, _setup(p), figure))
+        gear = [ranking_note(p.iterative.gear.run_order)] if "gear" in scored else []
+        sections.append(rr.dataset_section(ds, metrics, _setup(p), figure, [*gear, *notes[ds]]))
     write_text(rr.build_retrieval_report(sections, _header()), reports.root / "retrieval.md")
-    plot = pd.DataFrame(curve, columns=["dataset", "method", "k", "recall"])
-    write_text(plot.to_csv(index=False, lineterminator="\n"), reports.plot_data("recall_at_k"))
-    return figures
+    plot = pl.DataFrame(curve, schema={"dataset": pl.String, "method": pl.String, "k": pl.Int64,
+                                       "recall": pl.Float64})
+    write_text(plot.write_csv(), reports.plot_data("recall_at_k"))
+    return figures, notes
 
 
-def _main_report(p: Params, raw: RawMetrics, recall_figures: dict[str, str]) -> dict[str, object]:
-    """``reports/README.md`` (main, decomposition and cost tables, bootstrap CIs, ablations) and
-    one page per dataset, ``reports/datasets/<ds>.md``."""
-    import pandas as pd
+def _recall_figure(p: Params, ds: str, scored: dict[str, dict[str, object]], baseline: str | None
+                   ) -> tuple[str | None, list[str]]:
+    """Draw ``recall_at_k-<ds>.png`` over the ranking methods evaluated on at least
+    :data:`~evichain.report.figures.MIN_FIGURE_QUESTIONS` questions, or delete a stale one when
+    none is. Returns the figure (path relative to ``reports/``, None if not drawn) and the
+    sentences saying what is not drawn and why."""
+    from evichain.paths import ReportPaths
+    from evichain.report import retrieval_report as rr
+    from evichain.report.families import ranking_methods
+    from evichain.report.figures import MIN_FIGURE_QUESTIONS, drawable_methods, recall_at_k_figure
 
+    path = ReportPaths().figure(f"recall_at_k-{ds}")
+    ranked = ranking_methods(list(scored))
+    if not ranked:
+        return None, []
+    n = {m: int(scored[m]["n_questions"]) for m in ranked}  # type: ignore[call-overload]
+    drawn = drawable_methods(n, MIN_FIGURE_QUESTIONS)
+    if not drawn:
+        path.unlink(missing_ok=True)
+        return None, [f"No Recall@K figure for `{ds}`: its methods were evaluated on n = "
+                      f"{max(n.values())} questions, fewer than the {MIN_FIGURE_QUESTIONS} a published "
+                      "figure needs (the curves would be steps of whole questions); the table has the "
+                      "values."]
+    frame = rr.metrics_frame({m: scored[m] for m in drawn}, [f"Recall@{k}" for k in p.evaluate.ks])
+    recall_at_k_figure(frame, path, dataset=ds, n_questions={m: n[m] for m in drawn},
+                       ours=p.report.ours, reference=baseline if baseline in drawn else None)
+    left = sorted(set(ranked) - set(drawn))
+    return f"figures/recall_at_k-{ds}.png", ([
+        f"Left out of the Recall@K figure of `{ds}` (fewer than {MIN_FIGURE_QUESTIONS} questions): "
+        f"{', '.join(f'`{m}` (n = {n[m]})' for m in left)}."] if left else [])
+
+
+def _main_report(p: Params, raw: RawMetrics, per_q: dict[str, dict[str, pl.DataFrame]],
+                 recall_figures: dict[str, str], recall_notes: dict[str, list[str]],
+                 stats: dict[str, dict[str, dict[str, object]]]) -> dict[str, object]:
+    """``reports/README.md`` (main, decomposition and cost tables, bootstrap CIs, ablations,
+    figures, index statistics) and one page per dataset, ``reports/datasets/<ds>.md``."""
     from evichain.io import write_text
     from evichain.paths import ReportPaths
     from evichain.report import dataset_pages as dp
     from evichain.report import main_report as mr
-    from evichain.report.differences import reference_differences
-    from evichain.report.figures import paired_difference_figure
+    from evichain.report.differences import REFERENCE_RULE
+    from evichain.report.figures import MIN_FIGURE_QUESTIONS
+    from evichain.report.index_stats import index_stats_section
     from evichain.report.medical import medical_metrics, medical_section
 
     reports = ReportPaths()
@@ -89,12 +138,9 @@ def _main_report(p: Params, raw: RawMetrics, recall_figures: dict[str, str]) -> 
     main = mr.main_table(metrics, p.datasets, ["Recall@5", "Recall@10", "F1", "EM"])
     decomposition = mr.main_table(metrics, p.datasets, ["Hit@5", "Recall@5", "Chain@5"])
     cost = mr.cost_table(metrics, p.datasets)
-    per_q = {ds: mr.per_question_tables(reports.per_question_root / ds)
-             for ds in p.datasets}
     boot_md: list[tuple[str, str]] = []
     by_ds: dict[str, list[tuple[str, str]]] = {}
     ours_parts: list[str] = []
-    diffs = []
     for ds in p.datasets:
         md, _ = mr.bootstrap_section(per_q[ds], ds, r.reference_method, r.bootstrap_metrics,
                                      r.bootstrap_resamples, evaluated=list(metrics.get(ds, {})))
@@ -105,15 +151,9 @@ def _main_report(p: Params, raw: RawMetrics, recall_figures: dict[str, str]) -> 
         ours_parts.append(ours)
         by_ds[ds].append(("Variants of ours against the best baseline and their parents",
                           f"{_ours_intro(p)}\n\n{ours}" if ours else ""))
-        ranked = mr.without_unranked_recall(per_q[ds])
-        if ds not in p.tuning_datasets and len(ranked) > 2:
-            diffs.append(reference_differences(per_q[ds], ds, r.reference_method,
-                                               n_resamples=r.bootstrap_resamples))
-    all_diffs = pd.concat([d for d in diffs if not d.empty], ignore_index=True) if any(
-        not d.empty for d in diffs) else pd.DataFrame()
+    diffs, drawn, diff_notes = _paired_differences(p, per_q)
     figures = [recall_figures[ds] for ds in p.datasets if ds in recall_figures]
-    if not all_diffs.empty:
-        paired_difference_figure(all_diffs, reports.figure("paired_differences"), ours=r.ours)
+    if drawn:
         figures.append("figures/paired_differences.png")
     sections = [s for ds in p.datasets for s in by_ds[ds][1:-1]]
     ours_body = "\n\n".join(x for x in ours_parts if x)
@@ -121,26 +161,78 @@ def _main_report(p: Params, raw: RawMetrics, recall_figures: dict[str, str]) -> 
         sections.append(("Variants of ours against the best baseline and their parents",
                          f"{_ours_intro(p)}\n\n{ours_body}"))
     medical = medical_metrics(raw)
+    notes = {ds: [*recall_notes.get(ds, []), *diff_notes.get(ds, [])] for ds in p.datasets}
+    ranking = mr.ranking_note(p.iterative.gear.run_order)
     pages, counts = [], mr.question_counts(metrics)
     for ds in p.datasets:
         if not metrics.get(ds):
             continue
-        figs = ([(f"Recall@K on {ds}", recall_figures[ds])] if ds in recall_figures else [])
-        if not all_diffs.empty and ds in set(all_diffs["dataset"]):
-            figs.append(("Paired differences against the reference (one row per dataset)",
-                         "figures/paired_differences.png"))
-        mine = all_diffs[all_diffs["dataset"] == ds] if not all_diffs.empty else None
-        page = dp.dataset_page(ds, metrics[ds], setup=_setup(p), sections=by_ds[ds], differences=mine,
-                               figures=figs, ours=r.ours, tuning=ds in p.tuning_datasets,
-                               medical=medical_section({ds: medical[ds]}) if ds in medical else "")
+        figs = ([(f"Recall@K on {ds}, one panel per method family", recall_figures[ds])]
+                if ds in recall_figures else [])
+        if ds in drawn:
+            figs.append(("Paired differences against each dataset's strongest baseline (one row "
+                         f"per dataset with n ≥ {MIN_FIGURE_QUESTIONS})", "figures/paired_differences.png"))
+        has_gear = metrics[ds].get("gear", {}).get("n_questions")
+        page = dp.dataset_page(ds, metrics[ds], setup=_setup(p), sections=by_ds[ds],
+                               differences=diffs.get(ds), figures=figs, ours=r.ours,
+                               tuning=ds in p.tuning_datasets,
+                               medical=medical_section({ds: medical[ds]}) if ds in medical else "",
+                               reference_rule=REFERENCE_RULE, differences_drawn=ds in drawn,
+                               ranking_notes=[ranking] if has_gear else [], figure_notes=notes[ds],
+                               index_stats=index_stats_section({ds: stats[ds]}) if ds in stats else "")
         write_text(page, reports.root / dp.page_path(ds))
         pages.append((ds, len(metrics[ds]), counts.get(ds, 0)))
+    gear_any = any(metrics[ds].get("gear", {}).get("n_questions") for ds in p.datasets)
     write_text(mr.render(_setup(p), main, decomposition, cost, boot_md, figures, _not_run(p),
                          sections, counts, _pending(p, metrics),
-                         medical_section(medical), pages=dp.pages_index(pages)),
+                         medical_section(medical), pages=dp.pages_index(pages),
+                         ranking=ranking if gear_any else "",
+                         figure_notes=[x for ds in p.datasets for x in notes[ds]],
+                         index_stats=index_stats_section(stats)),
                reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures),
-            "pages": len(pages)}
+            "pages": len(pages), "paired_difference_rows": len(drawn)}
+
+
+def _paired_differences(p: Params, per_q: dict[str, dict[str, pl.DataFrame]]
+                        ) -> tuple[dict[str, pl.DataFrame], set[str], dict[str, list[str]]]:
+    """Paired differences against each reported dataset's strongest baseline (tuning samples
+    and datasets with fewer than three ranking tables left out) and
+    ``reports/figures/paired_differences.png`` over the rows with n ≥
+    :data:`~evichain.report.figures.MIN_FIGURE_QUESTIONS` (deleted when none is). Returns
+    dataset → its rows, the datasets drawn, dataset → why rows are not drawn."""
+    import polars as pl
+
+    from evichain.paths import ReportPaths
+    from evichain.report.differences import baseline_differences, drawable
+    from evichain.report.figures import MIN_FIGURE_QUESTIONS, paired_difference_figure
+    from evichain.report.main_report import without_unranked_recall
+
+    r = p.report
+    diffs: dict[str, pl.DataFrame] = {}
+    for ds in p.datasets:
+        if ds in p.tuning_datasets or len(without_unranked_recall(per_q[ds])) <= 2:
+            continue
+        rows = baseline_differences(per_q[ds], ds, r.ours, n_resamples=r.bootstrap_resamples)
+        if rows.height:
+            diffs[ds] = rows
+    kept = {ds: drawable(rows, MIN_FIGURE_QUESTIONS) for ds, rows in diffs.items()}
+    notes: dict[str, list[str]] = {}
+    for ds, rows in diffs.items():
+        if kept[ds].height == 0:
+            notes[ds] = [f"`{ds}` is not in the paired-differences figure: its comparisons rest on n = "
+                         f"{rows['n'].max()} questions, fewer than {MIN_FIGURE_QUESTIONS} (the intervals "
+                         "would be steps of whole questions); the table on its page has them."]
+        elif left := sorted(set(rows["method"]) - set(kept[ds]["method"])):
+            notes[ds] = [f"Left out of the paired-differences row of `{ds}` (fewer than "
+                         f"{MIN_FIGURE_QUESTIONS} paired questions): {', '.join(f'`{m}`' for m in left)}."]
+    path = ReportPaths().figure("paired_differences")
+    shown = [kept[ds] for ds in p.datasets if ds in kept and kept[ds].height]
+    if shown:
+        paired_difference_figure(pl.concat(shown, how="vertical"), path, ours=r.ours)
+    else:
+        path.unlink(missing_ok=True)
+    return diffs, {ds for ds, rows in kept.items() if rows.height}, notes
 
 
 def _ours_section(p: Params, ds: str, per_q: dict[str, object]) -> str:

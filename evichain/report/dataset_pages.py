@@ -52,7 +52,7 @@ def _ranking_markdown(table: pd.DataFrame, **kwargs: Any) -> str:
 
 
 def differences_table(diffs: pl.DataFrame | pd.DataFrame, ours: Sequence[str]) -> pl.DataFrame:
-    """One row per method of :func:`evichain.report.differences.reference_differences` rows
+    """One row per method of :func:`evichain.report.differences.difference_frame` rows
     (one dataset): ``method``, ``n`` and, per metric, ``Δ <metric> [95% CI]`` in points ("" where
     the method lacks that metric); methods in family order."""
     out: dict[str, dict[str, str]] = {}
@@ -82,7 +82,9 @@ def answer_table(metrics: Mapping[str, Mapping[str, Any]], ours: Sequence[str]) 
 def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setup: str,
                  sections: Sequence[tuple[str, str]] = (), figures: Sequence[tuple[str, str]] = (),
                  medical: str = "", ours: Sequence[str] = fam.OURS, tuning: bool = False,
-                 differences: pl.DataFrame | pd.DataFrame | None = None) -> str:
+                 differences: pl.DataFrame | pd.DataFrame | None = None, reference_rule: str = "",
+                 differences_drawn: bool = False, ranking_notes: Sequence[str] = (),
+                 figure_notes: Sequence[str] = (), index_stats: str = "") -> str:
     """Markdown of one dataset's page.
 
     ``metrics``: method → metrics JSON with ``qa-`` files folded in
@@ -90,7 +92,11 @@ def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setu
     dataset's bootstrap, ablation and contrast sections; ``figures``: (caption, path relative to
     ``reports/``); ``medical``: its GraphRAG-Bench Medical section; ``tuning``: the dataset is a
     tuning sample (headed as such); ``differences``: its rows of
-    :func:`evichain.report.differences.reference_differences`."""
+    :func:`evichain.report.differences.difference_frame` against the reference chosen by
+    ``reference_rule`` (stated on the page), ``differences_drawn``: whether the paired-differences
+    figure draws them; ``ranking_notes``: sentences under the retrieval table (what GeAR's
+    recall counts); ``figure_notes``: why a figure is not drawn; ``index_stats``: the dataset's
+    index statistics (:func:`evichain.report.index_stats.index_stats_section`)."""
     scored = {m: v for m, v in metrics.items() if v.get("n_questions")}
     ranking = fam.ranking_methods(list(scored))
     iterative = [m for m in scored if m not in ranking]
@@ -109,12 +115,13 @@ def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setu
         parts += [f"Questions evaluated: {', '.join(map(str, n))} (filter: {', '.join(filt)}).", ""]
     if ranking:
         parts += ["## Retrieval (ranking methods, by family)", "",
-                  _ranking_markdown(ranking_table(scored, ranking, ours)), ""]
+                  _ranking_markdown(ranking_table(scored, ranking, ours)), "",
+                  *[line for note in ranking_notes for line in (note, "")]]
     if iterative:
         parts += ["## Iterative methods (evidence sets, not rankings)", "",
-                  "Their runs list passages in the order of first retrieval (GeAR: its merged "
-                  "order); the main table prints N/A for their recall, and the figures leave "
-                  "them out.", "",
+                  "Their runs list passages in the order of first retrieval; they expose no "
+                  "single comparable passage ranking (EviReform §C.1), so the main table prints "
+                  "N/A for their recall, and the figures leave them out.", "",
                   _ranking_markdown(ranking_table(scored, iterative, ours)), ""]
     if metrics and not scored:
         parts += ["Retrieval metrics: N/A (this dataset has no gold passages).", ""]
@@ -127,20 +134,26 @@ def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setu
     differences = None if differences is None else as_polars(differences)
     if differences is not None and differences.height:
         ref = str(differences["reference"][0])
-        parts += [f"## Paired differences against `{ref}`", "",
-                  f"Each method − `{ref}` in points over the questions both were evaluated on, "
-                  "with the 95% paired-bootstrap interval (the report's contrast code: the same "
-                  f"numbers as `scripts/compare_methods.py {dataset} <method> {ref}`); iterative "
-                  "methods have no ranking metrics here. Drawn in the paired-differences figure.",
+        drawn = ("Drawn in the paired-differences figure." if differences_drawn else
+                 "Not drawn in the paired-differences figure (see Figures).")
+        parts += [f"## Paired differences against the strongest baseline `{ref}`", "",
+                  f"Reference: {reference_rule or f'`{ref}`'}. Each method − `{ref}` in points "
+                  "over the questions both were evaluated on (n), with the 95% paired-bootstrap "
+                  "interval (the report's contrast code: the same numbers as "
+                  f"`scripts/compare_methods.py {dataset} <method> {ref}`); IRCoT, Self-Ask and "
+                  f"S2G-RAG have no ranking metrics here. {drawn}",
                   "", render_plain_markdown(differences_table(differences, ours),
                                             index_name="method"), ""]
     for title, md in sections:
         if md:
             parts += [f"## {title}", "", md.rstrip("\n"), ""]
-    if figures:
+    if figures or figure_notes:
         parts += ["## Figures", ""]
         for caption, path in figures:
             parts += [f"![{caption}](../{path})", ""]
+        parts += [line for note in figure_notes for line in (note, "")]
+    if index_stats:
+        parts += [index_stats.rstrip("\n"), ""]
     parts += ["## Metric definitions", "",
               definitions_markdown(["Recall@K", "Chain@K", "Hit@K", "MAP@10", "nDCG@10", "EM", "F1"])]
     return "\n".join(parts)

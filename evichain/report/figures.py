@@ -1,6 +1,8 @@
-"""Deterministic PNG figures: Recall@K curves of the ranking methods grouped by family, paired
+"""Deterministic PNG figures: Recall@K curves of the ranking methods, one panel per family, paired
 differences against a reference with bootstrap CIs (Figure A.1 shape, one row per dataset) and
-one-parameter sensitivity lines from a ``dvc exp`` sweep.
+one-parameter sensitivity lines from a ``dvc exp`` sweep. The report draws no Recall@K or
+paired-difference figure on fewer than :data:`MIN_FIGURE_QUESTIONS` questions, and every panel
+title states its n.
 
 Figures are drawn on an Agg canvas without ``pyplot`` (no global backend or figure state), under
 matplotlib's default style (a user's ``matplotlibrc`` cannot change the output), and saved
@@ -11,7 +13,7 @@ gives the same bytes on the same matplotlib/freetype build.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,22 +33,31 @@ from evichain.report.families import OURS
 
 DPI = 150
 _RC = {"svg.hashsalt": "evichain", "font.family": "DejaVu Sans", "path.simplify": True}
-_LEGEND_ROWS = 22  # legend entries in one column beside a recall plot; more → two columns
+_PANEL_COLUMNS = 4  # family panels per row of a Recall@K figure
+
+MIN_FIGURE_QUESTIONS = 30
+"""No figure is drawn on fewer questions (issue 63, item 6): on the 4-question demo every
+interval is a step of whole questions and the curves are flat lines, not evidence."""
 _AT_K = re.compile(r"^(?P<family>.+)@(?P<k>\d+)$")
 
 
 def recall_at_k_figure(
-    metrics: pd.DataFrame, path: str | Path, *, dataset: str, family: str = "Recall",
-    ours: Sequence[str] = OURS,
+    metrics: pd.DataFrame, path: str | Path, *, dataset: str, n_questions: Mapping[str, int],
+    family: str = "Recall", ours: Sequence[str] = OURS, reference: str | None = None,
+    min_questions: int = MIN_FIGURE_QUESTIONS,
 ) -> Path:
-    """Line plot of ``<family>@K`` (in %) against ``K``, one line per ranking method.
+    """``<family>@K`` (in %) against ``K``: one panel per method family, one line per method.
 
-    ``metrics``: index = method, columns include ``Recall@1``, ``Recall@5``, ... as fractions.
-    Non-numeric cells (``"N/A"``) and methods without any value are left out, and so are the
-    iterative methods (:data:`~evichain.report.families.ITERATIVE`: they return evidence sets,
-    not rankings). Methods are grouped by family: one colour per family, a line style and
-    marker per method (:func:`~evichain.report.families.style`); the legend, headed by family,
-    sits to the right of the axes so it never covers a line.
+    ``metrics``: index = method, columns include ``Recall@1``, ``Recall@5``, ... as fractions;
+    ``n_questions``: method → questions it was evaluated on (every panel title states its n, so
+    does the figure's title). Non-numeric cells (``"N/A"``) and methods without any value are
+    left out, and so are the methods of :data:`~evichain.report.families.UNRANKED` (no passage
+    ranking). Panels follow the family order, share the y axis, and draw each family in its
+    colour, its methods told apart by line style and marker
+    (:func:`~evichain.report.families.style`), legend inside at the lower right; ``reference``
+    (the strongest baseline) is repeated as a grey dotted line in the other panels. A method
+    evaluated on fewer than ``min_questions`` questions is a ``ValueError``: drop it first
+    (:func:`drawable_methods`).
     """
     ks = _cutoffs(metrics.columns, family)
     if not ks:
@@ -55,50 +66,72 @@ def recall_at_k_figure(
     values = values.dropna(how="all")
     values.index = values.index.map(str)
     methods = fam.ordered(fam.ranking_methods([str(m) for m in values.index]), ours)
-    n_entries = len(methods) + len({fam.family(m, ours) for m in methods})
+    if not methods:
+        raise ValueError(f"no ranking method with {family}@K values on {dataset}")
+    few = sorted(m for m in methods if n_questions.get(m, 0) < min_questions)
+    if few:
+        raise ValueError(f"{', '.join(few)} on {dataset}: fewer than {min_questions} questions "
+                         "(or no count); leave them out of the figure")
+    groups = list(dict.fromkeys(fam.family(m, ours) for m in methods))
+    ncols = min(len(groups), _PANEL_COLUMNS)
+    nrows = -(-len(groups) // ncols)
     with _style():
-        fig = Figure(figsize=(6.8 + (2.4 if n_entries > _LEGEND_ROWS else 0.0), 4.6),
-                     layout="constrained")
-        ax = fig.add_subplot()
-        handles: list[tuple[object, str]] = []
-        current = None
-        for method in methods:
-            group = fam.family(method, ours)
-            if group != current:
-                handles.append((_header_handle(), fam.LABEL[group]))
-                current = group
-            (line,) = ax.plot(ks, 100 * values.loc[method].to_numpy(dtype=float), label=method,
-                              linewidth=1.4, markersize=4.5, **fam.style(method, ours))
-            handles.append((line, method))
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ks, [str(k) for k in ks])
-        ax.minorticks_off()
-        ax.set(xlabel="K (passages retrieved)", ylabel=f"{family}@K (%)",
-               title=f"{family}@K on {dataset}")
-        ax.grid(True, alpha=0.3)
-        if not methods:
-            ax.text(0.5, 0.5, "no ranking method evaluated", transform=ax.transAxes,
-                    ha="center", va="center", color="grey")
-        if handles:
-            _family_legend(fig, ax, handles, loc="outside right upper")
+        fig = Figure(figsize=(3.3 * ncols + 0.4, 2.9 * nrows + 0.5), layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
+        for ax, group in zip(axes.flat, groups, strict=False):
+            members = [m for m in methods if fam.family(m, ours) == group]
+            if reference in values.index and reference not in members:
+                ax.plot(ks, 100 * values.loc[reference].to_numpy(dtype=float), color="#999999",
+                        linestyle=":", linewidth=1.2, label=f"{reference} (strongest baseline)")
+            for method in members:
+                ax.plot(ks, 100 * values.loc[method].to_numpy(dtype=float), label=method,
+                        linewidth=1.4, markersize=4.0, **fam.style(method, ours))
+            ax.set_title(f"{fam.LABEL[group]} ({_n_text([n_questions[m] for m in members])})",
+                         fontsize="small", color=fam.COLOUR[group])
+            ax.legend(loc="lower right", fontsize="xx-small", frameon=True, framealpha=0.8)
+            ax.grid(True, alpha=0.3)
+        for ax in axes.flat[len(groups):]:
+            ax.set_axis_off()
+        for i, ax in enumerate(axes.flat[:len(groups)]):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ks, [str(k) for k in ks])
+            ax.minorticks_off()
+            if i + ncols >= len(groups):  # lowest panel of its column
+                ax.set_xlabel("K (passages retrieved)", fontsize="small")
+        for ax in axes[:, 0]:
+            ax.set_ylabel(f"{family}@K (%)", fontsize="small")
+        fig.suptitle(f"{family}@K on {dataset} ({_n_text([n_questions[m] for m in methods])}), "
+                     "one panel per method family", fontsize="medium")
         return _save(fig, path)
+
+
+def drawable_methods(n_questions: Mapping[str, int], min_questions: int = MIN_FIGURE_QUESTIONS
+                     ) -> list[str]:
+    """The methods evaluated on at least ``min_questions`` questions, in the given order."""
+    return [m for m, n in n_questions.items() if n >= min_questions]
 
 
 def paired_difference_figure(
     diffs: pl.DataFrame | pd.DataFrame, path: str | Path, *, metrics: Sequence[str] | None = None,
-    ours: Sequence[str] = OURS,
+    ours: Sequence[str] = OURS, min_questions: int = MIN_FIGURE_QUESTIONS,
 ) -> Path:
-    """Forest plot of every method's paired difference against a reference (points).
+    """Forest plot of every method's paired difference against its dataset's reference (points).
 
-    ``diffs``: rows of :func:`evichain.report.differences.reference_differences` (``dataset``,
+    ``diffs``: rows of :func:`evichain.report.differences.difference_frame` (``dataset``,
     ``method``, ``reference``, ``metric``, ``n``, ``difference``, ``ci_low``, ``ci_high``, in
     points), one or several datasets. One row of panels per dataset, one panel per metric: a
     point per method (family colour and marker) at the mean difference, its 95% bootstrap
-    interval as a bar, the dashed line at zero; methods ordered by family.
+    interval as a bar, the dashed line at zero; methods ordered by family; each panel's title
+    names the dataset, metric, reference and n. A row computed on fewer than ``min_questions``
+    questions is a ``ValueError`` (filter with :func:`evichain.report.differences.drawable`).
     """
     diffs = as_polars(diffs)
     if diffs.height == 0:
         raise ValueError("no paired differences to draw")
+    few = diffs.filter(pl.col("n") < min_questions)
+    if few.height:
+        raise ValueError(f"paired differences on fewer than {min_questions} questions: "
+                         f"{sorted(set(few['dataset'].cast(pl.String).to_list()))}; filter them first")
     metrics = list(metrics or dict.fromkeys(diffs["metric"].to_list()))
     datasets = list(dict.fromkeys(diffs["dataset"].to_list()))
     per_ds = {ds: fam.ordered(diffs.filter(pl.col("dataset") == ds)["method"].cast(pl.String).to_list(),
@@ -112,10 +145,10 @@ def paired_difference_figure(
         for row, ds in zip(axes, datasets, strict=True):
             rows = diffs.filter(pl.col("dataset") == ds)
             ref = str(rows["reference"][0])
-            n = sorted({int(v) for v in rows["n"]})
-            n_text = f"n = {n[0]}" if len(n) == 1 else f"n = {n[0]}–{n[-1]}"
             for ax, metric in zip(row, metrics, strict=True):
-                _difference_panel(ax, rows.filter(pl.col("metric") == metric), per_ds[ds], ours)
+                cell = rows.filter(pl.col("metric") == metric)
+                _difference_panel(ax, cell, per_ds[ds], ours)
+                n_text = _n_text([int(v) for v in cell["n"]]) if cell.height else "no rows"
                 ax.set_title(f"{ds}: {metric}, method − {ref} ({n_text})", fontsize="small")
             row[0].set_yticks(range(len(per_ds[ds])), per_ds[ds], fontsize="small")
             for ax in row[1:]:
@@ -177,22 +210,10 @@ def _difference_panel(ax: Axes, rows: pl.DataFrame, methods: list[str], ours: Se
     ax.grid(True, axis="x", alpha=0.3)
 
 
-def _header_handle() -> Line2D:
-    """An invisible legend handle: the entry's text is a family heading (set in bold)."""
-    handle = Line2D([], [], linestyle="", marker="")
-    handle.evichain_header = True  # type: ignore[attr-defined]
-    return handle
-
-
-def _family_legend(fig: Figure, ax: Axes, handles: list[tuple[object, str]], loc: str) -> None:
-    """Legend outside the axes, family headings in bold and their methods indented below."""
-    ncols = 1 if len(handles) <= _LEGEND_ROWS else 2
-    legend = fig.legend([h for h, _ in handles], [t for _, t in handles], loc=loc, ncols=ncols,
-                        fontsize="x-small", frameon=False, handlelength=2.6,
-                        handletextpad=0.5, borderaxespad=0.2)
-    for (handle, _), text in zip(handles, legend.get_texts(), strict=True):
-        if getattr(handle, "evichain_header", False):
-            text.set_fontweight("bold")
+def _n_text(counts: Sequence[int]) -> str:
+    """``n = 100``, or ``n = 40–100`` when the counts differ."""
+    low, high = min(counts), max(counts)
+    return f"n = {low}" if low == high else f"n = {low}–{high}"
 
 
 def _cutoffs(columns: pd.Index, family: str) -> list[int]:

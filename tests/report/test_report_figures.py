@@ -1,6 +1,7 @@
-"""The report's figures and per-dataset pages from fixture metrics: methods grouped by family,
-iterative methods left out of every ranking plot, paired differences against the reference
-computed by the report's contrast code, legends outside the axes."""
+"""The report's figures and per-dataset pages from fixture metrics: one Recall@K panel per method
+family with n in every title, methods without a passage ranking left out (GeAR drawn), paired
+differences against the strongest baseline computed by the report's contrast code, and no
+figure on fewer than MIN_FIGURE_QUESTIONS questions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 from matplotlib.figure import Figure
 
@@ -15,12 +17,13 @@ import evichain.report.figures as figures
 from evichain.report import families as fam
 from evichain.report.ablations import paired_contrasts
 from evichain.report.dataset_pages import dataset_page, differences_table
-from evichain.report.differences import FALLBACK_REFERENCE, reference_differences
+from evichain.report.differences import REFERENCE_RULE, baseline_differences, difference_frame, drawable
 from evichain.report.main_report import NO_RANKING
 
 METHODS = ["bm25", "dense", "rerank-listwise", "hyde", "lamer", "hipporag2", "proprag",
            "evireform-base", "evireform-full", "cee-full", "cee-no_sequential",
            "evireform-robust", "ircot", "self_ask", "s2g_rag", "gear"]
+N = 40
 
 
 @pytest.fixture
@@ -32,11 +35,11 @@ def recall() -> pd.DataFrame:
 
 
 @pytest.fixture
-def per_q() -> dict[str, pd.DataFrame]:
+def per_q() -> dict[str, pl.DataFrame]:
     rng = np.random.default_rng(2)
-    qids = [f"q{i}" for i in range(40)]
-    return {m: pd.DataFrame({"question_id": qids, "Recall@5": rng.random(40),
-                             "Chain@5": rng.binomial(1, 0.4, 40).astype(float)})
+    qids = [f"q{i}" for i in range(N)]
+    return {m: pl.DataFrame({"question_id": qids, "Recall@5": rng.random(N),
+                             "Chain@5": rng.binomial(1, 0.4, N).astype(float)})
             for m in METHODS}
 
 
@@ -54,9 +57,14 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
     return out
 
 
-def test_iterative_families_agree_with_the_main_report() -> None:
-    assert fam.ITERATIVE == NO_RANKING
-    assert all(fam.family(m) == "iterative" for m in NO_RANKING)
+def _n(methods: list[str] | pd.Index, n: int = N) -> dict[str, int]:
+    return {str(m): n for m in methods}
+
+
+def test_only_gear_of_the_iterative_methods_is_ranked() -> None:
+    assert fam.UNRANKED == NO_RANKING == fam.ITERATIVE - {"gear"}
+    assert all(fam.family(m) == "iterative" for m in fam.ITERATIVE)
+    assert fam.ranking_methods(["ircot", "gear", "self_ask", "s2g_rag", "bm25"]) == ["gear", "bm25"]
 
 
 def test_families_and_styles_are_stable_across_datasets() -> None:
@@ -73,89 +81,123 @@ def test_families_and_styles_are_stable_across_datasets() -> None:
         "bm25", "dense", "proprag", "cee-full", "evireform-robust"]
 
 
-def test_recall_figure_leaves_iterative_methods_out(tmp_path: Path, recall: pd.DataFrame,
-                                                    captured: list[Figure]) -> None:
-    path = figures.recall_at_k_figure(recall, tmp_path / "r.png", dataset="2wiki_s")
+def test_recall_figure_has_one_panel_per_family_with_n_in_every_title(
+        tmp_path: Path, recall: pd.DataFrame, captured: list[Figure]) -> None:
+    n = {**_n(recall.index), "proprag": 35}
+    path = figures.recall_at_k_figure(recall, tmp_path / "r.png", dataset="2wiki_s", n_questions=n,
+                                      reference="proprag")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (fig,) = captured
-    (ax,) = fig.axes
-    drawn = [line.get_label() for line in ax.get_lines()]
-    assert drawn == fam.ordered(set(METHODS) - NO_RANKING)
-    assert not set(drawn) & NO_RANKING
-    # One colour per family; the legend is the figure's, outside the axes, headed by family.
-    colours = {fam.family(line.get_label()): line.get_color() for line in ax.get_lines()}
-    assert colours["first-stage"] == fam.COLOUR["first-stage"]
-    assert ax.get_legend() is None and len(fig.legends) == 1
-    texts = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert texts[0] == fam.LABEL["first-stage"] and fam.LABEL["iterative"] not in texts
+    panels = [ax for ax in fig.axes if ax.axison]
+    groups = list(dict.fromkeys(fam.family(m) for m in fam.ordered(fam.ranking_methods(METHODS))))
+    assert len(panels) == len(groups) == 8
+    for ax, group in zip(panels, groups, strict=True):
+        lines = [str(line.get_label()) for line in ax.get_lines()]
+        members = [m for m in fam.ordered(fam.ranking_methods(METHODS)) if fam.family(m) == group]
+        reference = [] if group == "graph" else ["proprag (strongest baseline)"]
+        assert lines == reference + members  # the strongest baseline repeated in grey elsewhere
+        expected = "n = 35–40" if group == "graph" else f"n = {N}"
+        assert ax.get_title() == f"{fam.LABEL[group]} ({expected})"
+        assert ax.get_legend() is not None
+    assert max(len(ax.get_lines()) for ax in panels) <= 7  # never 22-27 lines in one panel
+    drawn = {str(line.get_label()) for ax in panels for line in ax.get_lines()}
+    assert "gear" in drawn and not drawn & NO_RANKING
+    assert fig.get_suptitle() == "Recall@K on 2wiki_s (n = 35–40), one panel per method family"
 
 
-def test_recall_figure_legend_does_not_overlap_the_axes(tmp_path: Path, recall: pd.DataFrame,
-                                                        captured: list[Figure]) -> None:
-    figures.recall_at_k_figure(recall, tmp_path / "r.png", dataset="musique")
+def test_recall_figure_refuses_methods_on_too_few_questions(tmp_path: Path, recall: pd.DataFrame) -> None:
+    few = {**_n(recall.index), "bm25": figures.MIN_FIGURE_QUESTIONS - 1}
+    with pytest.raises(ValueError, match="bm25 on demo: fewer than 30 questions"):
+        figures.recall_at_k_figure(recall, tmp_path / "r.png", dataset="demo", n_questions=few)
+    assert not (tmp_path / "r.png").exists()
+    assert figures.drawable_methods({"a": 4, "b": 30, "c": 100}) == ["b", "c"]
+    with pytest.raises(ValueError, match="no ranking method"):
+        figures.recall_at_k_figure(recall.loc[["ircot", "s2g_rag"]], tmp_path / "r.png", dataset="d",
+                                   n_questions=_n(recall.index))
+
+
+def test_only_gear_of_the_iterative_methods_draws(tmp_path: Path, recall: pd.DataFrame,
+                                                  captured: list[Figure]) -> None:
+    figures.recall_at_k_figure(recall.loc[["ircot", "gear"]], tmp_path / "r.png", dataset="d",
+                               n_questions=_n(recall.index))
     (fig,) = captured
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    axes_box = fig.axes[0].get_window_extent(renderer)
-    legend_box = fig.legends[0].get_window_extent(renderer)
-    assert legend_box.x0 >= axes_box.x1 - 1  # at most a pixel of padding
+    (ax,) = [a for a in fig.axes if a.axison]
+    assert [line.get_label() for line in ax.get_lines()] == ["gear"]
 
 
-def test_only_iterative_methods_still_draw(tmp_path: Path, recall: pd.DataFrame) -> None:
-    out = figures.recall_at_k_figure(recall.loc[["ircot", "gear"]], tmp_path / "r.png", dataset="d")
-    assert out.is_file()
-
-
-def test_reference_differences_use_the_reports_contrasts(per_q: dict[str, pd.DataFrame]) -> None:
-    diffs = reference_differences(per_q, "musique", "evireform-full", n_resamples=500)
-    assert set(diffs["reference"]) == {"evireform-full"}
-    assert not set(diffs["method"]) & NO_RANKING  # no ranking metrics for iterative methods
-    row = diffs[(diffs["method"] == "proprag") & (diffs["metric"] == "Recall@5")].iloc[0]
-    pair = {"proprag": per_q["proprag"], "evireform-full": per_q["evireform-full"]}
-    expected = paired_contrasts(pair, "musique", [("c", "proprag", "evireform-full")],
+def test_reference_differences_use_the_reports_contrasts(per_q: dict[str, pl.DataFrame]) -> None:
+    diffs = difference_frame(per_q, "musique", "proprag", n_resamples=500)
+    assert set(diffs["reference"]) == {"proprag"}
+    assert not set(diffs["method"]) & NO_RANKING  # no ranking metrics for IRCoT, Self-Ask, S2G-RAG
+    assert "gear" in set(diffs["method"])
+    row = diffs.filter((pl.col("method") == "evireform-full") & (pl.col("metric") == "Recall@5")).row(
+        0, named=True)
+    pair = {"evireform-full": per_q["evireform-full"], "proprag": per_q["proprag"]}
+    expected = paired_contrasts(pair, "musique", [("c", "evireform-full", "proprag")],
                                 ["Recall@5"], 500).row(0, named=True)
     assert (row["difference"], row["ci_low"], row["ci_high"]) == (
         expected["difference"], expected["ci_low"], expected["ci_high"])
 
 
-def test_reference_falls_back_when_the_configured_one_has_no_table(
-        per_q: dict[str, pd.DataFrame]) -> None:
-    tables = {m: t for m, t in per_q.items() if m != "evireform-full"}
-    diffs = reference_differences(tables, "musique", "evireform-full", n_resamples=200)
-    assert set(diffs["reference"]) == {FALLBACK_REFERENCE}
-    assert reference_differences({"gear": per_q["gear"]}, "x", "evireform-full").empty
+def test_a_reference_without_a_table_is_an_error(per_q: dict[str, pl.DataFrame]) -> None:
+    with pytest.raises(ValueError, match="reference 'nope' has no per-question ranking table"):
+        difference_frame(per_q, "musique", "nope")
+    assert baseline_differences({"ircot": per_q["ircot"]}, "x").height == 0  # no baseline ranks
 
 
-def test_paired_difference_figure_one_row_per_dataset(tmp_path: Path, per_q: dict[str, pd.DataFrame],
-                                                      captured: list[Figure]) -> None:
-    diffs = pd.concat([reference_differences(per_q, ds, "evireform-full", n_resamples=200)
-                       for ds in ("demo", "2wiki_s", "musique")], ignore_index=True)
-    figures.paired_difference_figure(diffs, tmp_path / "d.png")
+def _datasets_diffs(per_q: dict[str, pl.DataFrame], sizes: dict[str, int]) -> pl.DataFrame:
+    """Differences against the strongest baseline on datasets of ``sizes`` questions."""
+    return pl.concat([baseline_differences({m: t.head(n) for m, t in per_q.items()}, ds, n_resamples=200)
+                      for ds, n in sizes.items()])
+
+
+def test_paired_difference_figure_draws_only_datasets_with_enough_questions(
+        tmp_path: Path, per_q: dict[str, pl.DataFrame], captured: list[Figure]) -> None:
+    diffs = _datasets_diffs(per_q, {"demo": 4, "2wiki_s": N, "musique": N - 5})
+    with pytest.raises(ValueError, match=r"fewer than 30 questions: \['demo'\]"):
+        figures.paired_difference_figure(diffs, tmp_path / "d.png")
+    kept = drawable(diffs, figures.MIN_FIGURE_QUESTIONS)
+    assert set(kept["dataset"]) == {"2wiki_s", "musique"} and kept["n"].min() >= 30
+    figures.paired_difference_figure(kept, tmp_path / "d.png")
     (fig,) = captured
-    assert len(fig.axes) == 3 * 2  # datasets x (Recall@5, Chain@5)
-    assert [ax.get_title().split(":")[0] for ax in fig.axes[::2]] == ["demo", "2wiki_s", "musique"]
+    assert len(fig.axes) == 2 * 2  # datasets x (Recall@5, Chain@5)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert [t.split(":")[0] for t in titles[::2]] == ["2wiki_s", "musique"]
+    references = {ds: str(kept.filter(pl.col("dataset") == ds)["reference"][0])
+                  for ds in ("2wiki_s", "musique")}
+    assert titles[0] == f"2wiki_s: Recall@5, method − {references['2wiki_s']} (n = {N})"
+    assert titles[3] == f"musique: Chain@5, method − {references['musique']} (n = {N - 5})"
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert labels == fam.ordered(set(METHODS) - NO_RANKING - {"evireform-full"})
+    assert labels == fam.ordered(set(METHODS) - NO_RANKING - {references["2wiki_s"]})
     assert len(fig.legends) == 1
     with pytest.raises(ValueError):
-        figures.paired_difference_figure(diffs.iloc[0:0], tmp_path / "e.png")
+        figures.paired_difference_figure(kept.head(0), tmp_path / "e.png")
 
 
-def test_dataset_page_lists_every_method_and_its_contrasts(per_q: dict[str, pd.DataFrame]) -> None:
-    metrics = {m: {"n_questions": 40, "Recall@5": 0.5, "Chain@5": 0.25,
+def test_dataset_page_lists_every_method_and_its_contrasts(per_q: dict[str, pl.DataFrame]) -> None:
+    metrics = {m: {"n_questions": N, "Recall@5": 0.5, "Chain@5": 0.25,
                    "retrieval_tokens_per_question": 10.0} for m in METHODS}
-    metrics["bm25"].update({"EM": 0.25, "F1": 0.5, "n_qa": 40})
-    diffs = reference_differences(per_q, "musique", "evireform-full", n_resamples=200)
+    metrics["bm25"].update({"EM": 0.25, "F1": 0.5, "n_qa": N})
+    diffs = baseline_differences(per_q, "musique", n_resamples=200)
+    ref = str(diffs["reference"][0])
     page = dataset_page("musique", metrics, setup="Setup: x.", differences=diffs,
                         sections=[("Paired bootstrap: musique", "BOOT"), ("Empty", "")],
-                        figures=[("Recall@K", "figures/recall_at_k-musique.png")])
+                        figures=[("Recall@K", "figures/recall_at_k-musique.png")],
+                        reference_rule=REFERENCE_RULE, differences_drawn=True,
+                        ranking_notes=["GEAR NOTE"], figure_notes=["WHY NOT DRAWN"],
+                        index_stats="## Index statistics\n\nSTATS\n")
     ranking, iterative = page.split("## Iterative methods")
     for m in set(METHODS) - NO_RANKING:
         assert f"| {m} |" in ranking
     for m in NO_RANKING:
         assert f"| {m} |" in iterative.split("## Answers")[0]
+    assert "GEAR NOTE" in ranking and "| gear | iterative / agentic |" in ranking
     assert "| bm25 | **25.00** | **50.00** | 40 |" in page  # EM, F1, n
-    assert "## Paired differences against `evireform-full`" in page and "BOOT" in page
-    assert "## Empty" not in page
+    assert f"## Paired differences against the strongest baseline `{ref}`" in page
+    assert f"Reference: {REFERENCE_RULE}." in page and "Drawn in the paired-differences figure." in page
+    assert "BOOT" in page and "## Empty" not in page
     assert "![Recall@K](../figures/recall_at_k-musique.png)" in page
+    assert page.index("WHY NOT DRAWN") < page.index("STATS") < page.index("## Metric definitions")
     table = differences_table(diffs, fam.OURS)
     assert table["method"].to_list() == fam.ordered(table["method"].to_list())
+    assert set(table["n"]) == {str(N)}
