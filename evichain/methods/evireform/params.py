@@ -11,7 +11,7 @@ Variants (base, reform_only, …) are named overrides of the switches below, app
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -96,6 +96,57 @@ class TuningParams(Section):
     coverage_weight: list[float] = Field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0], min_length=1)
 
 
+SweepKey = Literal["alpha", "beta", "k_r", "max_residual_queries"]
+"""The parameters of the one-at-a-time sweep (paper §A.6: α, β, k_r, L)."""
+
+UnitValue = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class SweepParams(Section):
+    """One-at-a-time sweep of ``sweep_evireform`` (paper §A.6, Fig. A.2, Tables A.8–A.10).
+
+    The default configuration is variant ``full`` with the ``evireform`` block as written;
+    every other configuration sets ONE parameter of the block to one of the values below and
+    leaves the rest as written (a value equal to the block's own is the default configuration,
+    evaluated once). :mod:`evichain.methods.evireform.sweep` lists the configurations.
+
+    * ``datasets``: where the stage runs (its ``dvc.yaml`` matrix).
+    * ``alpha``, ``beta`` (Eq. 14, Eq. 11), ``k_r`` (Eq. 10), ``max_residual_queries`` (L,
+      Listing 13): the values of each parameter.
+    * ``swept``: the parameters the stage evaluates, in this order. α, β and (with
+      ``rounds: 1``) k_r change nothing the LLM sees, so they replay the default's answers with
+      0 model calls (checked); L bounds Listing 13's schema, so each of its other values needs
+      one new reformulation call per question that reformulates.
+    * ``metrics``: per-question metrics whose means, 95% bootstrap CIs and paired differences
+      against the default the stage writes.
+    * ``figure_metrics``: the figure's rows (one panel per parameter in each row).
+    """
+
+    datasets: list[str] = Field(default_factory=lambda: ["2wiki_s", "musique", "hotpotqa_s"])
+    alpha: list[UnitValue] = Field(default_factory=lambda: [0.25, 0.5, 0.75], min_length=1)
+    beta: list[UnitValue] = Field(default_factory=lambda: [0.25, 0.5, 0.75], min_length=1)
+    k_r: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [1, 2, 4, 8],
+                                                            min_length=1)
+    max_residual_queries: list[Annotated[int, Field(ge=1, le=3)]] = Field(
+        default_factory=lambda: [1, 2, 3], min_length=1)
+    swept: list[SweepKey] = Field(default_factory=lambda: ["alpha", "beta", "k_r", "max_residual_queries"])
+    metrics: list[str] = Field(default_factory=lambda: ["Recall@5", "Recall@10", "Recall@20", "Chain@5"],
+                               min_length=1)
+    figure_metrics: list[str] = Field(default_factory=lambda: ["Recall@5", "Chain@5"], min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "SweepParams":
+        for key in ("alpha", "beta", "k_r", "max_residual_queries", "swept", "metrics", "figure_metrics"):
+            values = getattr(self, key)
+            if len(set(values)) != len(values):
+                raise ValueError(f"evireform.sweep.{key} repeats a value: {values}")
+        outside = [m for m in self.figure_metrics if m not in self.metrics]
+        if outside:
+            raise ValueError(f"evireform.sweep.figure_metrics {outside} must also be in "
+                             f"evireform.sweep.metrics {self.metrics}")
+        return self
+
+
 class EviReformParams(Section):
     """Online retrieval (Steps 1–7 of DESIGN §4; paper §3.5–3.8, Appendix A.2/A.4/A.6).
 
@@ -155,6 +206,7 @@ class EviReformParams(Section):
     coverage_weight: float = Field(1.0, ge=0.0, le=100.0)
     robust: RobustParams = RobustParams()
     tuning: TuningParams = TuningParams()
+    sweep: SweepParams = SweepParams()
 
     @model_validator(mode="after")
     def _consistent_switches(self) -> "EviReformParams":
