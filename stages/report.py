@@ -107,8 +107,8 @@ def _recall_figure(p: Params, ds: str, scored: dict[str, dict[str, object]], bas
         path.unlink(missing_ok=True)
         return None, [f"No Recall@K figure for `{ds}`: its methods were evaluated on n = "
                       f"{max(n.values())} questions, fewer than the {MIN_FIGURE_QUESTIONS} a published "
-                      "figure needs (the curves would be steps of whole questions); the table has the "
-                      "values."]
+                      "figure needs (the curves would be steps of whole questions); its retrieval "
+                      "table has the values."]
     frame = rr.metrics_frame({m: scored[m] for m in drawn}, [f"Recall@{k}" for k in p.evaluate.ks])
     recall_at_k_figure(frame, path, dataset=ds, n_questions={m: n[m] for m in drawn},
                        ours=p.report.ours, reference=baseline if baseline in drawn else None)
@@ -191,7 +191,7 @@ def _main_report(p: Params, raw: RawMetrics, per_q: dict[str, dict[str, pl.DataF
                          index_stats=index_stats_section(stats)),
                reports.root / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures),
-            "pages": len(pages), "paired_difference_rows": len(drawn)}
+            "pages": len(pages), "paired_difference_datasets": len(drawn)}
 
 
 def _paired_differences(p: Params, per_q: dict[str, dict[str, pl.DataFrame]]
@@ -204,7 +204,7 @@ def _paired_differences(p: Params, per_q: dict[str, dict[str, pl.DataFrame]]
     import polars as pl
 
     from evichain.paths import ReportPaths
-    from evichain.report.differences import baseline_differences, drawable
+    from evichain.report.differences import PRIMARY_METRIC, baseline_differences, drawable
     from evichain.report.figures import MIN_FIGURE_QUESTIONS, paired_difference_figure
     from evichain.report.main_report import without_unranked_recall
 
@@ -222,14 +222,17 @@ def _paired_differences(p: Params, per_q: dict[str, dict[str, pl.DataFrame]]
         if kept[ds].height == 0:
             notes[ds] = [f"`{ds}` is not in the paired-differences figure: its comparisons rest on n = "
                          f"{rows['n'].max()} questions, fewer than {MIN_FIGURE_QUESTIONS} (the intervals "
-                         "would be steps of whole questions); the table on its page has them."]
+                         f"would be steps of whole questions); the paired-differences table of the `{ds}` "
+                         "page has them."]
         elif left := sorted(set(rows["method"]) - set(kept[ds]["method"])):
             notes[ds] = [f"Left out of the paired-differences row of `{ds}` (fewer than "
                          f"{MIN_FIGURE_QUESTIONS} paired questions): {', '.join(f'`{m}`' for m in left)}."]
     path = ReportPaths().figure("paired_differences")
     shown = [kept[ds] for ds in p.datasets if ds in kept and kept[ds].height]
     if shown:
-        paired_difference_figure(pl.concat(shown, how="vertical"), path, ours=r.ours)
+        paired_difference_figure(pl.concat(shown, how="vertical"), path, ours=r.ours,
+                                 title=f"Method − the strongest baseline of each dataset (highest mean "
+                                       f"{PRIMARY_METRIC} among methods not EviReform, CEE or ours)")
     else:
         path.unlink(missing_ok=True)
     return diffs, {ds for ds, rows in kept.items() if rows.height}, notes

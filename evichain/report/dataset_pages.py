@@ -137,7 +137,7 @@ def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setu
         drawn = ("Drawn in the paired-differences figure." if differences_drawn else
                  "Not drawn in the paired-differences figure (see Figures).")
         parts += [f"## Paired differences against the strongest baseline `{ref}`", "",
-                  f"Reference: {reference_rule or f'`{ref}`'}. Each method − `{ref}` in points "
+                  f"Strongest baseline: {reference_rule or f'`{ref}`'}. Each method − `{ref}` in points "
                   "over the questions both were evaluated on (n), with the 95% paired-bootstrap "
                   "interval (the report's contrast code: the same numbers as "
                   f"`scripts/compare_methods.py {dataset} <method> {ref}`); IRCoT, Self-Ask and "

@@ -34,8 +34,8 @@ TIE_BREAK_METRIC = "Chain@5"
 
 FIGURE_METRICS: tuple[str, ...] = ("Recall@5", "Chain@5")
 
-REFERENCE_RULE = (f"the strongest baseline: the method that is not EviReform, CEE or a variant of "
-                  f"ours with the highest mean {PRIMARY_METRIC} over its evaluated questions (a tie "
+REFERENCE_RULE = (f"the method that is not EviReform, CEE or a variant of ours with the highest "
+                  f"mean {PRIMARY_METRIC} over its evaluated questions (a tie "
                   f"goes to the higher {TIE_BREAK_METRIC}, then to the name first in alphabetical "
                   "order)")
 """The rule of :func:`strongest_baseline`, as the report states it."""

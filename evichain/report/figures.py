@@ -54,8 +54,9 @@ def recall_at_k_figure(
     left out, and so are the methods of :data:`~evichain.report.families.UNRANKED` (no passage
     ranking). Panels follow the family order, share the y axis, and draw each family in its
     colour, its methods told apart by line style and marker
-    (:func:`~evichain.report.families.style`), legend inside at the lower right; ``reference``
-    (the strongest baseline) is repeated as a grey dotted line in the other panels. A method
+    (:func:`~evichain.report.families.style`), legend below each panel; ``reference`` (the
+    strongest baseline) is repeated as a thin dotted line in its family colour in the other
+    panels. A method
     evaluated on fewer than ``min_questions`` questions is a ``ValueError``: drop it first
     (:func:`drawable_methods`).
     """
@@ -76,28 +77,29 @@ def recall_at_k_figure(
     ncols = min(len(groups), _PANEL_COLUMNS)
     nrows = -(-len(groups) // ncols)
     with _style():
-        fig = Figure(figsize=(3.3 * ncols + 0.4, 2.9 * nrows + 0.5), layout="constrained")
+        fig = Figure(figsize=(3.3 * ncols + 0.4, 3.6 * nrows + 0.5), layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
         for ax, group in zip(axes.flat, groups, strict=False):
             members = [m for m in methods if fam.family(m, ours) == group]
             if reference in values.index and reference not in members:
-                ax.plot(ks, 100 * values.loc[reference].to_numpy(dtype=float), color="#999999",
-                        linestyle=":", linewidth=1.2, label=f"{reference} (strongest baseline)")
+                ax.plot(ks, 100 * values.loc[reference].to_numpy(dtype=float), linestyle=(0, (1, 1)),
+                        color=fam.COLOUR[fam.family(reference, ours)], linewidth=1.0, alpha=0.8,
+                        label=f"{reference} (strongest baseline)")
             for method in members:
                 ax.plot(ks, 100 * values.loc[method].to_numpy(dtype=float), label=method,
                         linewidth=1.4, markersize=4.0, **fam.style(method, ours))
             ax.set_title(f"{fam.LABEL[group]} ({_n_text([n_questions[m] for m in members])})",
                          fontsize="small", color=fam.COLOUR[group])
-            ax.legend(loc="lower right", fontsize="xx-small", frameon=True, framealpha=0.8)
-            ax.grid(True, alpha=0.3)
-        for ax in axes.flat[len(groups):]:
-            ax.set_axis_off()
-        for i, ax in enumerate(axes.flat[:len(groups)]):
             ax.set_xscale("log", base=2)
             ax.set_xticks(ks, [str(k) for k in ks])
             ax.minorticks_off()
-            if i + ncols >= len(groups):  # lowest panel of its column
-                ax.set_xlabel("K (passages retrieved)", fontsize="small")
+            ax.set_xlabel("K (passages retrieved)", fontsize="x-small")
+            ax.grid(True, alpha=0.3)
+            # Below the axes, so it never covers a line.
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1 if len(members) < 3 else 2,
+                      fontsize="xx-small", frameon=False, handlelength=2.6, columnspacing=1.0)
+        for ax in axes.flat[len(groups):]:
+            ax.set_axis_off()
         for ax in axes[:, 0]:
             ax.set_ylabel(f"{family}@K (%)", fontsize="small")
         fig.suptitle(f"{family}@K on {dataset} ({_n_text([n_questions[m] for m in methods])}), "
@@ -113,7 +115,7 @@ def drawable_methods(n_questions: Mapping[str, int], min_questions: int = MIN_FI
 
 def paired_difference_figure(
     diffs: pl.DataFrame | pd.DataFrame, path: str | Path, *, metrics: Sequence[str] | None = None,
-    ours: Sequence[str] = OURS, min_questions: int = MIN_FIGURE_QUESTIONS,
+    ours: Sequence[str] = OURS, min_questions: int = MIN_FIGURE_QUESTIONS, title: str = "",
 ) -> Path:
     """Forest plot of every method's paired difference against its dataset's reference (points).
 
@@ -122,8 +124,9 @@ def paired_difference_figure(
     points), one or several datasets. One row of panels per dataset, one panel per metric: a
     point per method (family colour and marker) at the mean difference, its 95% bootstrap
     interval as a bar, the dashed line at zero; methods ordered by family; each panel's title
-    names the dataset, metric, reference and n. A row computed on fewer than ``min_questions``
-    questions is a ``ValueError`` (filter with :func:`evichain.report.differences.drawable`).
+    names the dataset, metric, reference and n; ``title`` (how the references were chosen)
+    heads the figure. A row computed on fewer than ``min_questions`` questions is a
+    ``ValueError`` (filter with :func:`evichain.report.differences.drawable`).
     """
     diffs = as_polars(diffs)
     if diffs.height == 0:
@@ -161,6 +164,8 @@ def paired_difference_figure(
                   for g in groups]
         fig.legend([h for h, _ in legend], [t for _, t in legend], loc="outside lower center",
                    ncols=min(len(legend), 4), fontsize="small", frameon=False)
+        if title:
+            fig.suptitle(title, fontsize="medium")
         return _save(fig, path)
 
 

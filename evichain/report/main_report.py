@@ -102,11 +102,12 @@ def load_metrics(root: Path, datasets: Sequence[str]) -> dict[str, dict[str, dic
 
 
 GEAR_ORDERS: dict[str, str] = {
-    "evidence": "its final merged evidence list (the passages supporting its gist-memory triples, "
-                "in memory order, then every other passage it retrieved, by first retrieval), the "
-                "list EviReform's Table A.1 scores (GeAR is its best R@5/R@10 comparator on 2Wiki)",
-    "first_retrieval": "the passages it retrieved, in order of first retrieval (not the merged "
-                       "evidence order that EviReform's Table A.1 scores)",
+    "evidence": "its final merged evidence list: the passages supporting its gist-memory triples, "
+                "in memory order, then every other passage it retrieved, by first retrieval. This "
+                "is the list EviReform's Table A.1 scores (GeAR is its best R@5/R@10 comparator "
+                "on 2Wiki)",
+    "first_retrieval": "the passages it retrieved, in order of first retrieval. This is not the "
+                       "merged evidence order that EviReform's Table A.1 scores",
 }
 """``iterative.gear.run_order`` → what GeAR's run ranks (:mod:`evichain.methods.iterative.gear`)."""
 
@@ -117,8 +118,8 @@ def ranking_note(gear_run_order: str) -> str:
     if gear_run_order not in GEAR_ORDERS:
         raise ValueError(f"iterative.gear.run_order {gear_run_order!r} is none of {sorted(GEAR_ORDERS)}")
     unranked = ", ".join(f"`{m}`" for m in sorted(NO_RANKING))
-    return (f"GeAR's R@K counts the gold passages among the first K passages of "
-            f"{GEAR_ORDERS[gear_run_order]} (`iterative.gear.run_order: {gear_run_order}`); a list "
+    return (f"GeAR's R@K counts the gold passages among the first K passages of its run "
+            f"(`iterative.gear.run_order: {gear_run_order}`), {GEAR_ORDERS[gear_run_order]}; a list "
             f"shorter than K is scored as it is, without padding. {unranked}: N/A, as in "
             "EviReform §C.1 (no single comparable passage ranking; their answers are scored).")
 

@@ -172,7 +172,7 @@ def test_ranking_note_says_what_gear_recall_counts(tmp_path: Path) -> None:
     assert "final merged evidence list" in note and "Table A.1" in note
     assert "`iterative.gear.run_order: evidence`" in note
     assert "`ircot`, `s2g_rag`, `self_ask`: N/A, as in EviReform §C.1" in note
-    assert "order of first retrieval (not the merged" in mr.ranking_note("first_retrieval")
+    assert "order of first retrieval. This is not the merged" in mr.ranking_note("first_retrieval")
     with pytest.raises(ValueError, match="iterative.gear.run_order 'other'"):
         mr.ranking_note("other")
     _write(tmp_path, "2wiki_s", "gear", {"n_questions": 100, "Recall@5": 0.665})

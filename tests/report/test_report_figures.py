@@ -158,8 +158,9 @@ def test_paired_difference_figure_draws_only_datasets_with_enough_questions(
         figures.paired_difference_figure(diffs, tmp_path / "d.png")
     kept = drawable(diffs, figures.MIN_FIGURE_QUESTIONS)
     assert set(kept["dataset"]) == {"2wiki_s", "musique"} and kept["n"].min() >= 30
-    figures.paired_difference_figure(kept, tmp_path / "d.png")
+    figures.paired_difference_figure(kept, tmp_path / "d.png", title="against the strongest baseline")
     (fig,) = captured
+    assert fig.get_suptitle() == "against the strongest baseline"
     assert len(fig.axes) == 2 * 2  # datasets x (Recall@5, Chain@5)
     titles = [ax.get_title() for ax in fig.axes]
     assert [t.split(":")[0] for t in titles[::2]] == ["2wiki_s", "musique"]
@@ -194,7 +195,8 @@ def test_dataset_page_lists_every_method_and_its_contrasts(per_q: dict[str, pl.D
     assert "GEAR NOTE" in ranking and "| gear | iterative / agentic |" in ranking
     assert "| bm25 | **25.00** | **50.00** | 40 |" in page  # EM, F1, n
     assert f"## Paired differences against the strongest baseline `{ref}`" in page
-    assert f"Reference: {REFERENCE_RULE}." in page and "Drawn in the paired-differences figure." in page
+    assert f"Strongest baseline: {REFERENCE_RULE}." in page
+    assert "Drawn in the paired-differences figure." in page
     assert "BOOT" in page and "## Empty" not in page
     assert "![Recall@K](../figures/recall_at_k-musique.png)" in page
     assert page.index("WHY NOT DRAWN") < page.index("STATS") < page.index("## Metric definitions")

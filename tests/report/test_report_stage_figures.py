@@ -46,7 +46,7 @@ def test_no_recall_figure_on_too_few_questions(params: Params) -> None:
     assert figure is None and not stale.exists()
     assert notes == [f"No Recall@K figure for `demo`: its methods were evaluated on n = 4 questions, "
                      f"fewer than the {MIN_FIGURE_QUESTIONS} a published figure needs (the curves "
-                     "would be steps of whole questions); the table has the values."]
+                     "would be steps of whole questions); its retrieval table has the values."]
     scored = {**_scored(100), "proprag": {**_scored(100)["proprag"], "n_questions": 10}}
     figure, notes = stage._recall_figure(params, "2wiki_s", scored, "proprag")
     assert figure == "figures/recall_at_k-2wiki_s.png" and Path("reports", figure).is_file()
