@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Throughput of the offline model per prompt kind, old server vs llama-server (issue 62).
 
-For each backend (``llama-cpp-python``: one request at a time; ``llama-server``: parallel slots,
-continuous batching) the script starts the server the way the pipeline does
-(``llm.model: local/...``, ``llm.local.backend``), then for each prompt kind and each
-concurrency ``c`` sends ``max(--calls, c)`` distinct requests from ``c`` threads through the
+Both backends (``llama-cpp-python``: one request at a time; ``llama-server``: parallel slots,
+continuous batching) are started the way the pipeline starts them (``llm.model: local/...``,
+``llm.local.backend``) and stay up; for each prompt kind and each concurrency ``c`` each backend
+in turn gets the same ``max(--calls, c)`` distinct requests from ``c`` threads through the
 project's :class:`~evichain.llm.client.LLMClient` (its real prompt, schema constraint, retries and
 validation; a fresh empty cache, so every request reaches the model):
 
@@ -19,7 +19,7 @@ reports, over the cell's wall time) and the share of schema-valid answers. Input
 passages and questions (``artifacts/musique``), different for every cell; the same inputs go to
 both backends. Results: ``benchmarks/results/llm_throughput.{json,md}``.
 
-    .venv/bin/python -m benchmarks.bench_llm_throughput            # ~35 min on 2 idle cores
+    .venv/bin/python -m benchmarks.bench_llm_throughput            # hours on 2 slow cores
     .venv/bin/python -m benchmarks.bench_llm_throughput --kinds extraction --concurrency 1 4
 """
 
@@ -151,23 +151,30 @@ def cpu_busy(interval: float = 1.0) -> float:
     return round(1 - (i1 - i0) / max(1, t1 - t0), 3)
 
 
-def run_backend(backend: str, args: argparse.Namespace, inputs: Inputs, params: Any,
-                cache_dir: Path) -> list[dict[str, Any]]:
-    """Every (kind, concurrency) cell on one backend's server (started once, then stopped)."""
-    llm = params.llm.model_copy(update={"local": params.llm.local.model_copy(
-        update={"backend": backend, "parallel": args.parallel})})
+def backend_params(params: Any, backend: str, parallel: int) -> LLMParams:
+    """``llm`` params with ``llm.local.backend`` = ``backend`` (``parallel`` llama-server slots)."""
+    return params.llm.model_copy(update={"local": params.llm.local.model_copy(
+        update={"backend": backend, "parallel": parallel})})
+
+
+def run_cells(args: argparse.Namespace, inputs: Inputs, params: Any,
+              cache_dir: Path) -> list[dict[str, Any]]:
+    """Every (kind, concurrency) cell, the backends interleaved cell by cell (both servers stay
+    up, idle between their cells), so both meet the same machine state and the same inputs."""
+    llms = {b: backend_params(params, b, args.parallel) for b in args.backends}
     rows: list[dict[str, Any]] = []
     try:
         for kind in args.kinds:
             call, offset = make_call(kind, inputs, params), 0
             for c in args.concurrency:
                 n = max(args.calls, c)
-                busy = cpu_busy()
-                cell = run_cell(llm, call, offset, n, c, cache_dir)
+                for backend, llm in llms.items():
+                    busy = cpu_busy()
+                    cell = run_cell(llm, call, offset, n, c, cache_dir)
+                    rows.append({"backend": backend, "kind": kind, "concurrency": c,
+                                 "others_busy_before": busy, **cell})
+                    print(json.dumps(rows[-1]), flush=True)
                 offset += n
-                rows.append({"backend": backend, "kind": kind, "concurrency": c,
-                             "others_busy_before": busy, **cell})
-                print(json.dumps(rows[-1]), flush=True)
     finally:
         stop_shared_servers()
     return rows
@@ -211,10 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             "model": params.llm.model, "threads": params.llm.local.n_threads,
             "llama-server slots": args.parallel, "requests per cell": f"max({args.calls}, c)",
             "command": "python -m benchmarks.bench_llm_throughput " + " ".join(argv or [])}
-    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for backend in args.backends:
-            rows += run_backend(backend, args, inputs, params, Path(tmp))
+        rows = run_cells(args, inputs, params, Path(tmp))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (RESULTS / f"{args.out}.md").write_text(markdown(rows, meta))

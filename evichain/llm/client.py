@@ -55,6 +55,7 @@ _RETRYABLE: dict[type[Exception], str] = {
     litellm.RateLimitError: "rate_limit",
     litellm.InternalServerError: "server_error",
     litellm.ServiceUnavailableError: "server_error",
+    litellm.BadGatewayError: "server_error",  # 502 (a proxy in front of the model)
     litellm.APIConnectionError: "connection",
 }
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
@@ -77,6 +78,7 @@ class Endpoint:
     api_base: str | None
     api_key: str | None
     schema_style: str  # "json_schema" (OpenAI style) | "llama_cpp" | "none"
+    slots: int | None = None  # requests the server decodes together (local servers); None: no bound
 
 
 def _semaphore(model: str, limit: int) -> threading.BoundedSemaphore:
@@ -153,6 +155,16 @@ class LLMClient:
         p = self.params
         return {"temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens,
                 "seed": p.seed, "json_mode": p.json_mode}
+
+    def concurrency(self) -> int:
+        """Requests in flight at most: ``llm.concurrency``, bounded by the slots of a local server
+        (llama-server: ``llm.local.parallel``; llama-cpp-python's: 1). More would only queue at
+        the server and interleave prompts, which defeats its prompt-prefix reuse (the expansion
+        samples and iterative episodes are sent so that one prompt extends the previous)."""
+        if self.replay:
+            return self.params.concurrency
+        slots = self._resolve().slots
+        return min(self.params.concurrency, slots) if slots else self.params.concurrency
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under the configured model's tokenizer (litellm's counter)."""
@@ -232,7 +244,7 @@ class LLMClient:
                 usage.retries += 1
                 time.sleep(self._backoff(attempt))
             try:
-                with _semaphore(self.params.model, self.params.concurrency):
+                with _semaphore(self.params.model, self.concurrency()):
                     hit = self.cache.get(key) if recheck and attempt == 0 else None
                     if hit is not None:
                         return hit
@@ -342,7 +354,8 @@ def resolve_endpoint(params: LLMParams) -> Endpoint:
                                        n_threads=local.n_threads, backend=backend,
                                        n_parallel=local.parallel if backend == "llama-server" else 1,
                                        startup_timeout=local.startup_timeout_s)
-        return Endpoint(f"openai/{server.model_alias}", server.api_base, "none", "llama_cpp")
+        return Endpoint(f"openai/{server.model_alias}", server.api_base, "none", "llama_cpp",
+                        slots=server.n_parallel)
     if params.model.startswith("scripted/"):
         from evichain.llm.scripted import register_scripted_provider
 

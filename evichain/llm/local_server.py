@@ -62,6 +62,11 @@ log = logging.getLogger(__name__)
 Backend = Literal["llama-server", "llama-cpp-python"]
 #: llama-cpp-python release whose vendored llama.cpp the llama-server binary is built from
 LLAMA_CPP_VERSION = "0.3.36"
+#: llama-cpp-python 0.3.36's server defaults for what the client does not send (repeat penalty
+#: 1.1 over the last 64 tokens, top-k 40, top-p 0.95, min-p 0.05): llama-server's own defaults
+#: differ (no repeat penalty), which made its temperature-0 answers differ and run longer
+LLAMA_CPP_PYTHON_SAMPLING: tuple[str, ...] = ("--repeat-penalty", "1.1", "--repeat-last-n", "64",
+                                              "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05")
 
 __all__ = [
     "Backend",
@@ -303,7 +308,9 @@ class LocalLLMServer:
 
     def _llama_server_command(self, model_path: Path, port: int) -> list[str]:
         """``llama-server``: ``n_parallel`` slots of ``n_ctx`` tokens each (``-c`` is the total),
-        continuous batching, no web UI, a 1 GiB prompt cache."""
+        continuous batching, no web UI, a 1 GiB prompt cache, and the sampling defaults of
+        llama-cpp-python's server (:data:`LLAMA_CPP_PYTHON_SAMPLING`), so that both backends
+        sample alike: the client sends only temperature, max_tokens, seed and top_p."""
         return [
             str(llama_server_binary()),
             "--model", str(model_path),
@@ -319,6 +326,7 @@ class LocalLLMServer:
             "--batch-size", str(self.n_batch),
             "--cache-ram", "1024",
             "--no-webui",
+            *LLAMA_CPP_PYTHON_SAMPLING,
             *self.extra_args,
         ]  # fmt: skip
 

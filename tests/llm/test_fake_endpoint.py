@@ -88,13 +88,7 @@ def test_client_retries_a_429(tmp_path: Path) -> None:
     assert stats.requests == 2 and stats.rate_limited == 1 and stats.answered == 1
 
 
-NOT_RETRIED_502 = pytest.mark.xfail(
-    strict=True, reason="client defect: litellm maps 502 to BadGatewayError, which is not in "
-    "evichain/llm/client.py's _RETRYABLE, so the call fails at once (kind 'other'); the fix adds "
-    "litellm.BadGatewayError: 'server_error' there; then drop this marker")
-
-
-@pytest.mark.parametrize("status", [500, pytest.param(502, marks=NOT_RETRIED_502), 503])
+@pytest.mark.parametrize("status", [500, 502, 503])
 def test_client_retries_a_5xx(tmp_path: Path, status: int) -> None:
     faults = EndpointFaults(server_error=1.0, server_statuses=(status,), faulted_attempts=1)
     with FakeEndpoint(latency_s=0.01, faults=faults) as ep:
@@ -117,9 +111,8 @@ def test_client_retries_a_timeout(tmp_path: Path) -> None:
 
 
 def test_concurrency_8_no_loss_no_duplicates(tmp_path: Path) -> None:
-    # 500/503 only: a 502 is not retried yet (see NOT_RETRIED_502)
     faults = EndpointFaults(rate_limit=0.1, server_error=0.1, timeout=0.05, retry_after_s=0.0,
-                            hold_s=0.6, server_statuses=(500, 503), seed=3)
+                            hold_s=0.6, server_statuses=(500, 502, 503), seed=3)
     items = reader_items(64)
     with FakeEndpoint(latency_s=0.05, jitter_s=0.02, faults=faults, seed=3) as ep:
         llm = client(ep.api_base, tmp_path, timeout_s=0.3, concurrency=8, backoff_base_s=0.01,

@@ -33,10 +33,13 @@ def test_llama_server_command_has_slots_of_n_ctx(fake_binary: Path) -> None:
                          n_parallel=4, n_ctx=2048, n_threads=2)
     cmd = srv.build_command(Path("/m.gguf"), 1234)
     assert cmd[0] == str(fake_binary)
-    args = dict(zip(cmd[1::2], cmd[2::2]))
+    args = {flag: cmd[i + 1] for i, flag in enumerate(cmd[:-1]) if flag.startswith("--")}
     assert args["--parallel"] == "4" and args["--ctx-size"] == str(4 * 2048)
     assert "--cont-batching" in cmd and "--no-kv-unified" in cmd
     assert args["--port"] == "1234" and args["--alias"] == "m"
+    # sampled like llama-cpp-python's server (its defaults for what the client does not send)
+    assert (args["--repeat-penalty"], args["--repeat-last-n"], args["--top-k"], args["--top-p"],
+            args["--min-p"]) == ("1.1", "64", "40", "0.95", "0.05")
 
 
 def test_llama_cpp_python_command_is_the_python_server() -> None:
@@ -82,3 +85,17 @@ def test_concurrency_bound_is_per_model_and_limit() -> None:
     assert held.count(True) == 8  # the bound of 8 is not the first client's 2
     for _ in range(8):
         b.release()
+
+
+@pytest.mark.parametrize("slots, expected", [(1, 1), (4, 4), (8, 4), (None, 4)])
+def test_requests_in_flight_are_bounded_by_the_server_slots(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int | None, expected: int) -> None:
+    """llama-cpp-python's server (1 slot) gets one request at a time whatever llm.concurrency
+    says; llama-server gets min(concurrency, slots); a hosted endpoint gets llm.concurrency."""
+    from evichain.llm.cache import LLMCache
+
+    endpoint = client_mod.Endpoint("openai/m", "http://127.0.0.1:1/v1", "none", "llama_cpp",
+                                   slots=slots)
+    monkeypatch.setattr(client_mod, "resolve_endpoint", lambda params: endpoint)
+    client = client_mod.LLMClient(LLMParams(concurrency=4), cache=LLMCache(tmp_path / "c.sqlite"))
+    assert client.concurrency() == expected
