@@ -10,8 +10,9 @@ which keeps the traces: the default's count the reformulation calls that each ot
 would need.
 
 The default runs first and alone: its answers are cached before any other configuration asks.
-A configuration of α, β or (with ``rounds: 1``) k_r that makes a model call or has a failed
-request stops the flow (:func:`evichain.methods.evireform.sweep.check_replay`).
+A configuration of α, β or (with ``rounds: 1``) k_r that makes a model call, or has more failed
+requests than the default, stops the flow (:func:`evichain.methods.evireform.sweep.check_replay`);
+the questions whose default run had a failed LLM step are listed in the summary.
 
 Flows take paths and params, never tables (Prefect stores flow parameters, at most 512 KB).
 """
@@ -35,6 +36,7 @@ from evichain.methods.evireform.sweep import (
     check_replay,
     config_params,
     config_values,
+    failed_question_ids,
     reformulation_calls,
     replays,
     sweep_configs,
@@ -49,14 +51,15 @@ from flows.questions import retrieve_questions
 
 @dataclass
 class ConfigRun:
-    """One configuration's per-question rows, its LLM usage, its Listing 13/16 calls and its
-    wall seconds."""
+    """One configuration's per-question rows, its LLM usage, its Listing 13/16 calls, its wall
+    seconds and the questions with a failed LLM step."""
 
     config: SweepConfig
     table: pl.DataFrame
     usage: dict[str, Any]
     reformulation_calls: int
     seconds: float
+    failed_questions: list[str]
 
 
 @dataclass
@@ -114,7 +117,8 @@ def evaluate_sweep_config(method: Method, ctx: BuildContext, index: EviReformInd
     seconds = time.perf_counter() - start
     trace = pl.DataFrame({"rounds_used": [int(r.trace["rounds_used"]) for r in results]})
     table = config_table(params, config, questions, run_frame(results))
-    return ConfigRun(config, table, clients.usage(), reformulation_calls(trace), seconds)
+    return ConfigRun(config, table, clients.usage(), reformulation_calls(trace), seconds,
+                     failed_question_ids([r.trace for r in results]))
 
 
 def not_run(params: Params, default_calls: int) -> dict[str, dict[str, Any]]:
@@ -140,11 +144,12 @@ def sweep_flow(paths: DatasetPaths, params: Params, stage: str = "sweep_evirefor
         for config in sweep_configs(params.evireform):
             run = evaluate_sweep_config(method, ctx, index, questions, config, stage)
             logger.info("sweep %s: %.1f s, LLM usage %s", config.label, run.seconds, run.usage)
-            check_replay(config, params.evireform, run.usage)
             runs.append(run)
+            check_replay(config, params.evireform, run.usage, runs[0].usage)
     default_calls = runs[0].reformulation_calls
     summary = {"questions": len(questions), "configurations": len(runs),
                "default_reformulation_calls": default_calls,
+               "default_failed_questions": runs[0].failed_questions,
                "not_run": not_run(params, default_calls),
                "seconds": {r.config.label: round(r.seconds, 2) for r in runs},
                "llm_calls": sum(int(r.usage.get("calls", 0)) for r in runs)}

@@ -13,7 +13,10 @@ config columns, per-question metrics, ranking), ``reports/sweeps/<dataset>/evire
 mean, 95% bootstrap CI and paired difference against the default) and
 ``reports/figures/sweep_evireform-<dataset>.png`` (Fig. A.2's line panels). On 2Wiki the
 statistics cover the gold-reliable questions when ``evaluate.twowiki_reliable_only`` is true,
-as ``evaluate`` does. Fails (after writing) above ``llm.max_failure_rate`` of failed requests.
+as ``evaluate`` does. The questions whose default run had a failed LLM step (e.g. a prompt the
+recording lacks: the same fallback in every configuration) are listed in the JSON and counted in
+the figure's title. Fails (after writing) above ``llm.max_failure_rate`` of failed requests or of
+such questions.
 """
 
 from __future__ import annotations
@@ -82,18 +85,24 @@ def sweep(dataset: str, params_file: Path) -> dict[str, Any]:
     summary = sweep_summary(out.table, params.evireform, dataset, out.usage, reliable_only)
     summary["not_run"] = out.summary["not_run"]
     summary["default_reformulation_calls"] = out.summary["default_reformulation_calls"]
+    failed = out.summary["default_failed_questions"]
+    summary["default_failed_questions"] = failed
     table_path, json_path, figure_path = sweep_files(dataset)
     write_table(out.table, table_path)
     write_json(summary, json_path)
     notes = {k: not_run_note(v["values"], v["llm_calls_needed"]) for k, v in summary["not_run"].items()}
-    sweep_figure(summary, params.evireform, figure_path, notes)
+    sweep_figure(summary, params.evireform, figure_path, notes, failed)
     requests = sum(int(u.get("requests", 0)) for u in out.usage.values())
     failures = sum(int(u.get("failures", 0)) for u in out.usage.values())
-    check_failure_rate(failures, requests, params.llm.max_failure_rate, key="llm.max_failure_rate",
-                       what="LLM requests", see=json_path)
+    limit = params.llm.max_failure_rate
+    check_failure_rate(failures, requests, limit, key="llm.max_failure_rate", what="LLM requests",
+                       see=json_path)
+    check_failure_rate(len(failed), out.summary["questions"], limit, key="llm.max_failure_rate",
+                       what="questions (default run)", see=json_path)
     return {"dataset": dataset, "n_questions": summary["n_questions"],
             "configurations": out.summary["configurations"], "llm_calls": out.summary["llm_calls"],
-            "seconds_per_config": out.summary["seconds"], "not_run": summary["not_run"]}
+            "seconds_per_config": out.summary["seconds"], "not_run": summary["not_run"],
+            "default_failed_questions": failed}
 
 
 @app.command()

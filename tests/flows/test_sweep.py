@@ -19,6 +19,7 @@ from evichain.methods.evireform.sweep import (
     SweepReplayError,
     check_replay,
     config_params,
+    failed_question_ids,
     replays,
     sweep_configs,
     sweep_figure,
@@ -75,12 +76,21 @@ def test_replaying_parameters_must_make_no_model_call() -> None:
     assert replays("alpha", ev) and replays("beta", ev) and replays("k_r", ev)
     assert not replays("max_residual_queries", ev)
     assert not replays("k_r", ev.model_copy(update={"rounds": 3}))   # later rounds read what k_r reached
-    check_replay(SweepConfig("alpha", 0.25), ev, {"calls": 0, "failures": 0})
-    check_replay(SweepConfig("max_residual_queries", 1), ev, {"calls": 5, "failures": 0})
+    none = {"calls": 0, "failures": 0}
+    check_replay(SweepConfig("alpha", 0.25), ev, none, none)
+    check_replay(SweepConfig("max_residual_queries", 1), ev, {"calls": 5, "failures": 0}, none)
+    check_replay(SweepConfig("beta", 0.25), ev, {"calls": 0, "failures": 2}, {"calls": 0, "failures": 2})
     with pytest.raises(SweepReplayError, match="k_r=4 made 1 model call"):
-        check_replay(SweepConfig("k_r", 4), ev, {"calls": 1, "failures": 0})
-    with pytest.raises(SweepReplayError, match="0 model call.*2 failed"):
-        check_replay(SweepConfig("beta", 0.75), ev, {"calls": 0, "failures": 2})
+        check_replay(SweepConfig("k_r", 4), ev, {"calls": 1, "failures": 0}, none)
+    with pytest.raises(SweepReplayError, match="0 model call.*2 failed request.*the default: 1"):
+        check_replay(SweepConfig("beta", 0.75), ev, {"calls": 0, "failures": 2}, {"calls": 0, "failures": 1})
+
+
+def test_failed_questions_are_those_with_an_llm_status() -> None:
+    traces = [{"question_id": "b", "selection_status": "ok", "reformulation_status": "llm_replay_miss"},
+              {"question_id": "a", "selection_status": "llm_timeout", "reformulation_status": "no_evidence"},
+              {"question_id": "c", "selection_status": "top", "reformulation_status": "off"}]
+    assert failed_question_ids(traces) == ["a", "b"]
 
 
 # --------------------------------------------------------------------------- the flow
@@ -146,6 +156,27 @@ def test_flow_fails_loudly_when_a_replaying_configuration_calls_the_model(toy) -
     set_responder(lambda messages, model: "not json")              # nothing valid is ever cached
     with pytest.raises(SweepReplayError, match="alpha=0.25 made [1-9]"):
         sweep_flow(toy, _params(["alpha"]))
+
+
+def test_a_prompt_missing_from_the_recording_fails_alike_and_is_listed(
+        toy, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from flows.sweep import sweep_flow
+
+    def q1_only(messages: list[dict], model: str) -> str:
+        """Valid answers for q1; nothing valid (so nothing recorded) for q2."""
+        return "not json" if "Erstein?" in messages[-1]["content"] else respond(messages, model)
+
+    params = _params(["alpha"])
+    default_only = params.evireform.model_copy(update={"sweep": params.evireform.sweep.model_copy(
+        update={"swept": []})})
+    set_responder(q1_only)
+    sweep_flow(toy, params.model_copy(update={"evireform": default_only}))   # the "recording"
+    monkeypatch.setenv("EVICHAIN_LLM_REPLAY", "1")
+    set_responder(_never)
+    out = sweep_flow(toy, params)
+    assert out.summary["default_failed_questions"] == ["q2"]
+    assert out.usage[DEFAULT]["failures"] == out.usage["alpha=0.25"]["failures"] > 0
+    assert out.usage["alpha=0.25"]["calls"] == 0
 
 
 def test_each_other_value_of_l_needs_one_reformulation_call_per_question(toy) -> None:  # type: ignore[no-untyped-def]

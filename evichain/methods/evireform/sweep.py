@@ -8,7 +8,9 @@ evaluated once; it is the point at its own value on every parameter's line.
 LLM calls: with ``rounds: 1`` the selector (Listing 12) sees the question and the candidates,
 and the reformulator (Listing 13) the question and E_q; α (Eq. 14), β (Eq. 11) and k_r (Eq. 10)
 act after both, so their configurations send exactly the default's prompts and must replay its
-answers with 0 model calls and 0 failed requests (:func:`check_replay`: an error otherwise).
+answers with 0 model calls, failing only where the default failed (:func:`check_replay`: an
+error otherwise; a question whose prompt the recording lacks fails in every configuration alike,
+and is listed).
 L (``max_residual_queries``) bounds Listing 13's schema (``maxItems``), so every other value of
 L sends new reformulation prompts: one per Listing 13 call of the default
 (:func:`reformulation_calls`), the selection answers being shared.
@@ -20,7 +22,8 @@ seed :func:`~evichain.metrics.bootstrap.seed_for` ``(dataset, metric)``).
 
 Figure (:func:`sweep_figure`): Fig. A.2's line panels, one per parameter (x = its values), one
 row per metric of ``figure_metrics`` (in %), 95% bootstrap intervals as error bars, the
-default's value marked by a dashed vertical line and n in the title.
+default's value marked by a dashed vertical line, a red ring on each point whose paired
+difference from the default has a 95% interval excluding 0, and n in the title.
 """
 
 from __future__ import annotations
@@ -122,18 +125,28 @@ def replays(parameter: str, params: EviReformParams) -> bool:
     return parameter in ("alpha", "beta") or (parameter == "k_r" and params.rounds == 1)
 
 
-def check_replay(config: SweepConfig, params: EviReformParams, usage: Mapping[str, Any]) -> None:
+def check_replay(config: SweepConfig, params: EviReformParams, usage: Mapping[str, Any],
+                 default_usage: Mapping[str, Any]) -> None:
     """Raise :class:`SweepReplayError` when a configuration of a replaying parameter made a
-    model call or had a failed request (a replay miss included): its prompts are the default's,
-    so every answer must come from the cache."""
+    model call, or had more failed requests than the default (a replay miss counts as one): its
+    prompts are the default's, so every answer must come from the cache, and it may fail only
+    where the default failed (e.g. a prompt the recording lacks)."""
     if not replays(config.parameter, params):
         return
     calls, failures = int(usage.get("calls", 0)), int(usage.get("failures", 0))
-    if calls or failures:
+    allowed = int(default_usage.get("failures", 0))
+    if calls or failures > allowed:
         raise SweepReplayError(
             f"sweep configuration {config.label} made {calls} model call(s) and {failures} failed "
-            f"request(s); {config.parameter} changes nothing the LLM sees, so it must replay the "
-            "default's answers with 0 calls (were the default's answers cached?)")
+            f"request(s) (the default: {allowed}); {config.parameter} changes nothing the LLM "
+            "sees, so it must replay the default's answers with 0 calls (were they cached?)")
+
+
+def failed_question_ids(traces: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Ids of the trace rows with a failed LLM step: a ``*_status`` field reading
+    ``llm_<kind>`` (the rule of :func:`evichain.llm.failures.failed_questions`)."""
+    return sorted(str(t["question_id"]) for t in traces
+                  if any(k.endswith("_status") and str(v).startswith("llm_") for k, v in t.items()))
 
 
 def reformulation_calls(trace: pl.DataFrame) -> int:
@@ -220,27 +233,44 @@ def sweep_summary(table: pl.DataFrame, params: EviReformParams, dataset: str,
 
 
 # --------------------------------------------------------------------------- figure
-def line_points(summary: Mapping[str, Any], parameter: str, metric: str) -> list[tuple[float, Interval]]:
-    """(value, interval) of ``metric`` along ``parameter``: its configurations and the default
-    at the block's value, sorted by value."""
+@dataclass(frozen=True)
+class LinePoint:
+    """One point of a parameter's line: its value, the metric's interval, and whether the
+    paired 95% interval against the default excludes 0 (never for the default itself)."""
+
+    x: float
+    ci: Interval
+    differs: bool
+
+
+def line_points(summary: Mapping[str, Any], parameter: str, metric: str) -> list[LinePoint]:
+    """The points of ``metric`` along ``parameter``: its configurations and the default at the
+    block's value, sorted by value."""
     default_value = float(summary["defaults"][parameter])
     points = []
     for cfg in summary["configs"]:
         if cfg["parameter"] in (parameter, DEFAULT):
             s = cfg["scores"][metric]
             x = default_value if cfg["parameter"] == DEFAULT else float(cfg["value"])
-            points.append((x, Interval(s["mean"], s["ci_low"], s["ci_high"])))
-    return sorted(points, key=lambda p: p[0])
+            diff = s.get("vs_default")
+            differs = diff is not None and (diff["ci_low"] > 0 or diff["ci_high"] < 0)
+            points.append(LinePoint(x, Interval(s["mean"], s["ci_low"], s["ci_high"]), differs))
+    return sorted(points, key=lambda p: p.x)
 
 
-def _panel(ax: Axes, points: Sequence[tuple[float, Interval]], default: float, values: Sequence[float],
+def _panel(ax: Axes, points: Sequence[LinePoint], default: float, values: Sequence[float],
            note: str) -> None:
-    """One parameter's line (in %) with CI bars, the default dashed, ``note`` when not run."""
-    xs = np.array([x for x, _ in points])
-    mean = np.array([100 * ci.mean for _, ci in points])
-    err = np.array([[100 * (ci.mean - ci.low) for _, ci in points],
-                    [100 * (ci.high - ci.mean) for _, ci in points]])
+    """One parameter's line (in %) with CI bars, the points whose paired interval excludes 0
+    ringed in red, the default dashed, ``note`` when not run."""
+    xs = np.array([p.x for p in points])
+    mean = np.array([100 * p.ci.mean for p in points])
+    err = np.array([[100 * (p.ci.mean - p.ci.low) for p in points],
+                    [100 * (p.ci.high - p.ci.mean) for p in points]])
     ax.errorbar(xs, mean, yerr=err, marker="o", markersize=4, capsize=3, linewidth=1.3, color="C0")
+    marked = [i for i, p in enumerate(points) if p.differs]
+    if marked:
+        ax.plot(xs[marked], mean[marked], linestyle="", marker="o", markersize=9,
+                markerfacecolor="none", markeredgecolor="C3", markeredgewidth=1.4)
     ax.axvline(default, color="grey", linestyle="--", linewidth=0.9)
     ticks = sorted({*values, default})
     if min(ticks) > 0 and max(ticks) / min(ticks) >= 4:
@@ -254,9 +284,10 @@ def _panel(ax: Axes, points: Sequence[tuple[float, Interval]], default: float, v
 
 
 def sweep_figure(summary: Mapping[str, Any], params: EviReformParams, path: str | Path,
-                 not_run: Mapping[str, str] | None = None) -> Path:
+                 not_run: Mapping[str, str] | None = None, failed: Sequence[str] = ()) -> Path:
     """Fig. A.2's line panels for one dataset (module docstring); ``not_run`` maps a parameter
-    left out of the sweep to the note its panel shows. Deterministic PNG (Agg, matplotlib's
+    left out of the sweep to the note its panel shows; ``failed`` (questions whose default run
+    had a failed LLM step) are counted in the title. Deterministic PNG (Agg, matplotlib's
     default style, no ``Software`` chunk)."""
     sweep, notes = params.sweep, dict(not_run or {})
     keys = [k for k in KEYS if k in sweep.swept or k in notes]
@@ -271,9 +302,11 @@ def sweep_figure(summary: Mapping[str, Any], params: EviReformParams, path: str 
                        [float(v) for v in getattr(sweep, key)], notes.get(key, ""))
                 ax.set_xlabel(LABELS[key])
             row[0].set_ylabel(f"{metric} (%)")
+        failures = f", {len(failed)} with a failed LLM step in every configuration" if failed else ""
         fig.suptitle(f"EviReform {VARIANT}, one parameter at a time: {summary['dataset']} "
-                     f"(n = {summary['n_questions']}); bars: 95% bootstrap CI; "
-                     "dashed: default", fontsize="small")
+                     f"(n = {summary['n_questions']}{failures}); bars: 95% bootstrap CI; red ring: "
+                     "paired 95% CI of the difference from the default excludes 0; dashed: default",
+                     fontsize="small")
         FigureCanvasAgg(fig)
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format="png", dpi=FIGURE_DPI, metadata={"Software": None})
