@@ -304,7 +304,7 @@ def sweep_figure(summary: Mapping[str, Any], params: EviReformParams, path: str 
             row[0].set_ylabel(f"{metric} (%)")
         failures = f", {len(failed)} with a failed LLM step in every configuration" if failed else ""
         fig.suptitle(f"EviReform {VARIANT}, one parameter at a time: {summary['dataset']} "
-                     f"(n = {summary['n_questions']}{failures}); bars: 95% bootstrap CI; red ring: "
+                     f"(n = {summary['n_questions']}{failures})\nbars: 95% bootstrap CI; red ring: "
                      "paired 95% CI of the difference from the default excludes 0; dashed: default",
                      fontsize="small")
         FigureCanvasAgg(fig)
