@@ -132,7 +132,7 @@ def run_pairs(plan: dict[str, list[FacetPair]], by_id: dict[str, Passage], param
     submitted: list[dict[str, PrefectFuture[list[PairOutcome]]]] = [
         {t: facet_passage.submit(client, t, pairs, _texts_for(pairs, by_id), params, prompt)
          for t, pairs in s.todo.items()} for s in shard_plan]
-    progress = Progress(len(plan), "facet passages")
+    progress = Progress(len(plan), "facet passages", unit="passage")
     progress.resume(sum(len(s.targets) - len(s.todo) for s in shard_plan))
     outcomes: list[PairOutcome] = []
     for s, futures in zip(shard_plan, submitted):

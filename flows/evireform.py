@@ -120,7 +120,7 @@ def _llm_extract(rows: list[tuple[str, str, str]], params: IndexParams, client: 
                           "~%d prompt tokens estimated", len(pending), resumed,
                           _estimate_prompt_tokens(pending))
     futures = {r[0]: extract_passage.submit(client, r[0], r[2]) for r in pending}
-    progress = Progress(len(rows), "extract propositions (passages)")
+    progress = Progress(len(rows), "extract propositions (passages)", unit="passage")
     if resumed:
         progress.resume(resumed)
     outcomes: list[PassageExtraction] = []

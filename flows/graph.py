@@ -77,7 +77,7 @@ def _llm_openie(rows: list[tuple[str, str]], shard: int, client: LLMClient,
     resumed = len(rows) - len(pending)
     get_run_logger().info("OpenIE: %d passages to call (%d resumed), 2 LLM calls each", len(pending), resumed)
     futures = {pid: openie_passage.submit(client, pid, text) for pid, text in pending}
-    progress = Progress(len(rows), "OpenIE (passages)")
+    progress = Progress(len(rows), "OpenIE (passages)", unit="passage")
     if resumed:
         progress.resume(resumed)
     outcomes: list[PassageTriples] = []

@@ -190,8 +190,18 @@ def _main_report(p: Params, raw: RawMetrics, per_q: dict[str, dict[str, pl.DataF
                          figure_notes=[x for ds in p.datasets for x in notes[ds]],
                          index_stats=index_stats_section(stats)),
                reports.root / "README.md")
+    write_text(figures_index(figures, [x for ds in p.datasets for x in notes[ds]]),
+               reports.root / "figures" / "README.md")
     return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures),
             "pages": len(pages), "paired_difference_datasets": len(drawn)}
+
+
+def figures_index(figures: list[str], not_drawn: list[str]) -> str:
+    """``reports/figures/README.md``: every figure this run drew, and what it did not draw and
+    why (the folder is the stage's output, so it exists even when no figure is drawn)."""
+    drawn = [f"- [`{Path(f).name}`]({Path(f).name})" for f in figures] or ["- none"]
+    return "\n".join(["# Figures", "", "Drawn by the `report` stage from the committed metrics.", "",
+                      *drawn, "", *([f"- {note}" for note in not_drawn] or [])]).rstrip() + "\n"
 
 
 def _paired_differences(p: Params, per_q: dict[str, dict[str, pl.DataFrame]]
