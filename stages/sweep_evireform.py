@@ -11,7 +11,8 @@ Writes ``reports/sweeps/<dataset>/evireform.parquet`` (one row per question × c
 config columns, per-question metrics, ranking), ``reports/sweeps/<dataset>/evireform.json``
 (n, and per configuration its LLM usage and, per metric of ``evireform.sweep.metrics``, the
 mean, 95% bootstrap CI and paired difference against the default) and
-``reports/figures/sweep_evireform-<dataset>.png`` (Fig. A.2's line panels). On 2Wiki the
+``reports/sweeps/<dataset>/evireform.png`` (Fig. A.2's line panels; not under
+``reports/figures``, which the ``report`` stage owns as one output folder). On 2Wiki the
 statistics cover the gold-reliable questions when ``evaluate.twowiki_reliable_only`` is true,
 as ``evaluate`` does. The questions whose default run had a failed LLM step (e.g. a prompt the
 recording lacks: the same fallback in every configuration) are listed in the JSON and counted in
@@ -40,11 +41,8 @@ SWEEP_DIR = Path("reports/sweeps")
 
 def sweep_files(dataset: str) -> tuple[Path, Path, Path]:
     """(per-question parquet, JSON, figure) of ``dataset``'s sweep."""
-    from evichain.paths import ReportPaths
-
     folder = SWEEP_DIR / dataset
-    return (folder / "evireform.parquet", folder / "evireform.json",
-            ReportPaths().figure(f"sweep_evireform-{dataset}"))
+    return folder / "evireform.parquet", folder / "evireform.json", folder / "evireform.png"
 
 
 def write_table(table: pl.DataFrame, path: Path) -> Path:

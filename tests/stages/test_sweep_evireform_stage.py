@@ -57,7 +57,7 @@ def test_stage_writes_table_json_and_figure(tmp_path: Path, monkeypatch: pytest.
     result = CliRunner().invoke(app, ["--dataset", "demo"])
     assert result.exit_code == 0, result.output
     table_path, json_path, figure_path = sweep_files("demo")
-    assert figure_path.as_posix() == "reports/figures/sweep_evireform-demo.png"
+    assert figure_path.as_posix() == "reports/sweeps/demo/evireform.png"   # reports/figures is report's
     table = pl.read_parquet(table_path)
     assert table["config"].unique(maintain_order=True).to_list() == ["default", "alpha=0.25"]
     assert table.height == 4 and table["value"].null_count() == 2     # the default has no value
