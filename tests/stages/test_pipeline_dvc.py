@@ -41,6 +41,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
     params.update(datasets=["demo"], llm_datasets=["demo"], evireform_datasets=["demo"],
                   cee_datasets=["demo"], baseline_datasets=[], tuning_datasets=[],
                   qa_datasets=[], fusion_datasets=[])
+    params["evireform"]["sweep"]["datasets"] = []  # the sweep stage has its own tests
     if "datasets" in params.get("medical_qa", {}):
         params["medical_qa"]["datasets"] = []  # baselines and Medical QA have their own tests
     for key, keep in (("evireform_variants", ["base", "full"]), ("cee_variants", ["full"])):
