@@ -82,19 +82,24 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 def run_command(command: Sequence[str], env: dict[str, str]) -> int:
     """Run ``command`` in a process group of its own; a SIGINT / SIGTERM received meanwhile is
     passed on to that whole group (``dvc`` and the stage it runs, as a terminal's Ctrl-C reaches
-    every process of the foreground group), and the wrapper waits for the command to end."""
-    child = subprocess.Popen(list(command), env=env, start_new_session=True)
+    every process of the foreground group), and the wrapper waits for the command to end.
+
+    The handlers are installed before the command starts: a wrapper started with SIGINT ignored
+    (any ``cmd &`` of a non-interactive shell) would otherwise pass the ignored disposition on to
+    the command, whose processes would then ignore the forwarded SIGINT."""
+    started: list[subprocess.Popen[bytes]] = []
 
     def forward(signum: int, _frame: object) -> None:
-        if child.poll() is None:
+        if started and started[0].poll() is None:
             try:
-                os.killpg(child.pid, signum)
+                os.killpg(started[0].pid, signum)
             except ProcessLookupError:
                 pass
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return child.wait()
+        started.append(subprocess.Popen(list(command), env=env, start_new_session=True))
+        return started[0].wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -99,10 +99,16 @@ def test_summary_names_where_the_results_are(tmp_path: Path) -> None:
     assert "git status: 1 changed files" in text  # the untracked reports/ folder
 
 
-def test_a_signal_to_the_session_reaches_the_whole_command(tmp_path: Path) -> None:
-    """As a terminal's Ctrl-C reaches dvc and the stage it runs: the grandchild stops too."""
+@pytest.mark.parametrize("started_ignoring_sigint", [False, True])
+def test_a_signal_to_the_session_reaches_the_whole_command(tmp_path: Path,
+                                                           started_ignoring_sigint: bool) -> None:
+    """As a terminal's Ctrl-C reaches dvc and the stage it runs: the grandchild stops too, also
+    when the session was started with SIGINT ignored (``make repro &`` in a script)."""
     import signal
     import time
+
+    def ignore_sigint() -> None:  # what a non-interactive shell does to `cmd &`
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     marker = tmp_path / "grandchild.pid"
     inner = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
@@ -110,7 +116,8 @@ def test_a_signal_to_the_session_reaches_the_whole_command(tmp_path: Path) -> No
     outer = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {inner!r}]).wait()"
     env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"}  # no server started
     proc = subprocess.Popen([sys.executable, "-m", "scripts.prefect_session", "--", sys.executable,
-                             "-c", outer], cwd=ROOT, env=env)
+                             "-c", outer], cwd=ROOT, env=env,
+                            preexec_fn=ignore_sigint if started_ignoring_sigint else None)
     deadline = time.monotonic() + 60
     while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
         time.sleep(0.2)
