@@ -75,3 +75,9 @@ class ReportPaths:
 
     def figure(self, name: str) -> Path:
         return self.root / "figures" / f"{name}.png"
+
+    @property
+    def index_stats(self) -> Path:
+        """``reports/index_stats``: the committed index statistics (:mod:`evichain.report.index_stats`),
+        written by the index stages, read by the report."""
+        return self.root / "index_stats"

@@ -28,8 +28,8 @@ def main(dataset: str = typer.Option(...),
             index_statistics,
             statistics_markdown,
         )
-        from evichain.paths import DatasetPaths
-        from evichain.report.index_stats import INDEX_STATS_ROOT, write_index_stats
+        from evichain.paths import DatasetPaths, ReportPaths
+        from evichain.report.index_stats import write_index_stats
 
         index = load_params(params_file).evireform.index
         paths = DatasetPaths(dataset)
@@ -42,7 +42,7 @@ def main(dataset: str = typer.Option(...),
         write_parquet(incidence, paths.index_file("incidence.parquet"))
         stats = {"dataset": dataset, **index_statistics(corpus, props, entities, incidence, status)}
         write_json(stats, paths.index_file("evireform_stats.json"))
-        write_index_stats(stats, INDEX_STATS_ROOT, dataset, "evireform")  # committed (C.10)
+        write_index_stats(stats, ReportPaths().index_stats, dataset, "evireform")  # committed (C.10)
         write_text(statistics_markdown(dataset, stats), paths.index_file("evireform_stats.md"))
         keys = ("dataset", "passages", "propositions", "entities", "incidence_nonzeros",
                 "propositions_per_passage", "extractor")

@@ -43,15 +43,11 @@ def main(params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> N
         raw = mr.read_metric_files(reports.root / "metrics", params.datasets)
         per_q = {ds: mr.per_question_tables(reports.per_question_root / ds) for ds in params.datasets}
         baselines = {ds: strongest_baseline(per_q[ds], params.report.ours) for ds in params.datasets}
-        stats = read_index_stats(reports.root / INDEX_STATS, params.datasets)
+        stats = read_index_stats(reports.index_stats, params.datasets)
         figures, notes = _retrieval_report(params, raw, baselines)
         return _main_report(params, raw, per_q, figures, notes, stats)
 
     run_stage("report", body)
-
-
-INDEX_STATS = "index_stats"
-"""``reports/index_stats/<dataset>/<index>.json`` (:mod:`evichain.report.index_stats`)."""
 
 
 def _retrieval_report(p: Params, raw: RawMetrics, baselines: dict[str, str | None]

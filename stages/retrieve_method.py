@@ -155,10 +155,11 @@ def retrieve(dataset: str, method: str, variant: str | None, params_file: Path) 
         summary = write_method_outputs(dataset, names.run, names.variant, names.usage, out,
                                        params.llm.max_failure_rate)
         if names.family == "graph":  # its index statistics are committed (Tables C.8-C.9)
-            from evichain.report.index_stats import INDEX_STATS_ROOT, write_index_stats
+            from evichain.paths import ReportPaths
+            from evichain.report.index_stats import write_index_stats
 
             write_index_stats({"dataset": dataset, "method": method, **summary["index"]},
-                              INDEX_STATS_ROOT, dataset, method)
+                              ReportPaths().index_stats, dataset, method)
         line: dict[str, object] = {"dataset": dataset, "method": names.run}
         for key in LINE_KEYS[names.family]:
             present, value = line_value(summary, key)

@@ -56,10 +56,6 @@ SHARED_GRAPH_COLUMNS: dict[str, str] = {
 """Table C.9's columns."""
 
 
-INDEX_STATS_ROOT = Path("reports/index_stats")
-"""Where the index stages write, and the report reads, the committed statistics."""
-
-
 def stats_path(root: Path, dataset: str, index: str) -> Path:
     """``<root>/<dataset>/<index>.json`` (``root``: ``reports/index_stats``)."""
     if index not in INDEXES:
