@@ -33,7 +33,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,14 +295,8 @@ def export_runs(paths: DatasetPaths, reports: Path, reliable_only: bool) -> dict
     questions = evaluated_questions(pl.read_parquet(paths.questions), reliable_only)
     write_qrels(questions, qrels_file(reports, paths.dataset))
     ranked, _ = reported_methods(reports / "metrics" / paths.dataset)
-    exported, absent = [], []
-    for method in ranked:
-        if not paths.run(method).exists():
-            absent.append(method)
-            continue
-        write_trec_run(pl.read_parquet(paths.run(method)), run_file(reports, paths.dataset, method), method)
-        exported.append(method)
-    return {"exported": exported, "not_here": absent}
+    return _export_present(ranked, paths.run, lambda m, table: write_trec_run(
+        table, run_file(reports, paths.dataset, m), m))
 
 
 def export_answers(paths: DatasetPaths, reports: Path, reliable_only: bool) -> dict[str, list[str]]:
@@ -311,11 +305,19 @@ def export_answers(paths: DatasetPaths, reports: Path, reliable_only: bool) -> d
     questions = evaluated_questions(pl.read_parquet(paths.questions), reliable_only)
     write_gold_answers(questions, question_filter(reliable_only), gold_answers_file(reports, paths.dataset))
     _, answered = reported_methods(reports / "metrics" / paths.dataset)
+    return _export_present(answered, paths.qa, lambda m, table: write_answers(
+        table, answers_file(reports, paths.dataset, m)))
+
+
+def _export_present(methods: Sequence[str], source: Callable[[str], Path],
+                    write: Callable[[str, pl.DataFrame], object]) -> dict[str, list[str]]:
+    """``write(method, table)`` for each method whose ``source(method)`` Parquet exists here;
+    ``{"exported": [...], "not_here": [...]}`` (a missing table is listed, never an error)."""
     exported, absent = [], []
-    for method in answered:
-        if not paths.qa(method).exists():
+    for method in methods:
+        if source(method).exists():
+            write(method, pl.read_parquet(source(method)))
+            exported.append(method)
+        else:
             absent.append(method)
-            continue
-        write_answers(pl.read_parquet(paths.qa(method)), answers_file(reports, paths.dataset, method))
-        exported.append(method)
     return {"exported": exported, "not_here": absent}
