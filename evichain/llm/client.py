@@ -352,7 +352,7 @@ def resolve_endpoint(params: LLMParams) -> Endpoint:
         # held for the life of the process; stopped by the server module's atexit hook
         server = acquire_shared_server(params.model.removeprefix("local/"), n_ctx=local.n_ctx,
                                        n_threads=local.n_threads, backend=backend,
-                                       n_parallel=local.parallel if backend == "llama-server" else 1,
+                                       n_parallel=local.parallel,
                                        startup_timeout=local.startup_timeout_s)
         return Endpoint(f"openai/{server.model_alias}", server.api_base, "none", "llama_cpp",
                         slots=server.n_parallel)

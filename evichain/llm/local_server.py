@@ -246,7 +246,8 @@ class LocalLLMServer:
         self.log_path: Path | None = Path(log_path) if log_path is not None else None
         self.keep_log = keep_log
         self.backend: Backend = backend
-        self.n_parallel = max(1, n_parallel)
+        # llama-cpp-python's server has one slot whatever is asked
+        self.n_parallel = max(1, n_parallel) if backend == "llama-server" else 1
         self.extra_args = tuple(extra_args)
         self.python = python
         self.command_override = tuple(command) if command is not None else None

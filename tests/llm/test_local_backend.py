@@ -46,6 +46,7 @@ def test_llama_cpp_python_command_is_the_python_server() -> None:
     srv = LocalLLMServer(model_path="/m.gguf", model_alias="m", n_parallel=4)
     cmd = srv.build_command(Path("/m.gguf"), 1234)
     assert cmd[1:3] == ["-m", "llama_cpp.server"] and "--parallel" not in cmd
+    assert srv.n_parallel == 1  # one slot whatever is asked: the client sends one request at a time
 
 
 def test_auto_prefers_a_built_llama_server(fake_binary: Path) -> None:
