@@ -40,6 +40,7 @@ from typing import Any
 import bm25s
 import polars as pl
 
+from benchmarks.bench_local_llm import cpu_busy
 from evichain.config import load_params
 from evichain.llm.cache import LLMCache
 from evichain.llm.client import LLMClient
@@ -141,16 +142,6 @@ def run_cell(llm: LLMParams, call: Callable[[LLMClient, int], bool], offset: int
             "valid_rate": round(sum(valid) / n, 3), "repairs": u.repairs, "failures": u.failures}
 
 
-def cpu_busy(interval: float = 1.0) -> float:
-    """Share of all CPUs busy over ``interval`` seconds (from /proc/stat)."""
-    def snap() -> tuple[int, int]:
-        vals = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-        return sum(vals), vals[3] + vals[4]
-    (t0, i0), _ = snap(), time.sleep(interval)
-    t1, i1 = snap()
-    return round(1 - (i1 - i0) / max(1, t1 - t0), 3)
-
-
 def backend_params(params: Any, backend: str, parallel: int) -> LLMParams:
     """``llm`` params with ``llm.local.backend`` = ``backend`` (``parallel`` llama-server slots)."""
     return params.llm.model_copy(update={"local": params.llm.local.model_copy(
@@ -170,6 +161,7 @@ def run_cells(args: argparse.Namespace, inputs: Inputs, params: Any,
                 n = max(args.calls, c)
                 for backend, llm in llms.items():
                     busy = cpu_busy()
+                    busy = None if busy is None else round(busy, 3)
                     cell = run_cell(llm, call, offset, n, c, cache_dir)
                     rows.append({"backend": backend, "kind": kind, "concurrency": c,
                                  "others_busy_before": busy, **cell})

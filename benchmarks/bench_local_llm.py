@@ -124,7 +124,7 @@ def _rss_mib(pid: int | None) -> tuple[float | None, float | None]:
     return vals["VmRSS"], vals["VmHWM"]
 
 
-def _cpu_busy(interval: float = 1.0) -> float | None:
+def cpu_busy(interval: float = 1.0) -> float | None:
     """Fraction of all CPUs busy over ``interval`` s (from /proc/stat), None off Linux.
 
     Sampled just before each call (our server is idle then), so it shows how
@@ -148,9 +148,9 @@ def _cpu_busy(interval: float = 1.0) -> float | None:
 def _wait_idle(max_wait: float, threshold: float = 0.25) -> float | None:
     """Wait up to ``max_wait`` s until other processes use < ``threshold`` of the CPUs."""
     deadline = time.monotonic() + max_wait
-    busy = _cpu_busy()
+    busy = cpu_busy()
     while busy is not None and busy >= threshold and time.monotonic() < deadline:
-        busy = _cpu_busy()
+        busy = cpu_busy()
     return busy
 
 
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("extract", EXTRACT_MESSAGES, PROPOSITION_SCHEMA, args.extract_max_tokens),
                 ("qa", QA_MESSAGES, ANSWER_SCHEMA, args.qa_max_tokens),
             ):
-                busy = _wait_idle(args.wait_idle) if args.wait_idle > 0 else _cpu_busy(0.5)
+                busy = _wait_idle(args.wait_idle) if args.wait_idle > 0 else cpu_busy(0.5)
                 row = _call(server, name, msgs, schema, mt)
                 row["run"] = i
                 row["other_cpu_busy_before"] = None if busy is None else round(busy, 2)
