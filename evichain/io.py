@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -91,6 +92,15 @@ def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataF
     if not path.exists():
         raise MissingArtifactError(f"{path} does not exist: run the stage that produces it first")
     return pq.read_table(path, columns=columns).to_pandas()
+
+
+def read_table(path: str | Path, columns: list[str] | None = None) -> pl.DataFrame:
+    """Read a Parquet file as a polars DataFrame, failing with the path in the message if it is
+    missing."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingArtifactError(f"{path} does not exist: run the stage that produces it first")
+    return pl.read_parquet(path, columns=columns)
 
 
 def write_json(obj: Any, path: str | Path) -> Path:
