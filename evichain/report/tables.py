@@ -1,9 +1,11 @@
 """Markdown and CSV tables of metrics (methods × metrics), paper style.
 
-Input: a DataFrame whose index holds method names and whose columns are metrics; cells are
-fractions in [0, 1] (shown as percentages with ``decimals`` places) or strings such as ``"N/A"``
-(not applicable, e.g. recall of a method without a passage ranking) or ``"N/E"`` (not
-evaluated), which are passed through unchanged and never ranked. NaN renders as ``"N/A"``.
+Input: a polars DataFrame whose first column holds the row labels (method names) and whose other
+columns are metrics (:func:`labelled_frame` builds one from row dicts); cells are fractions in
+[0, 1] (shown as percentages with ``decimals`` places) or strings such as ``"N/A"`` (not
+applicable, e.g. recall of a method without a passage ranking) or ``"N/E"`` (not evaluated),
+which are passed through unchanged and never ranked; a column mixing the two has dtype
+``pl.Object``. null and NaN render as ``"N/A"``.
 
 Per column, the cells whose *displayed* value is the best are bold (``**x**``) and those with
 the second-best displayed value are underlined (``<u>x</u>``); ties share the mark. Higher is
@@ -14,14 +16,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import polars as pl
 
 from evichain.io import write_text
-from evichain.metrics.frames import as_polars
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "Recall@K": "mean over questions of |G ∩ R_K| / |G| (gold passages G, top-K ranking R_K)",
@@ -34,25 +38,45 @@ METRIC_DEFINITIONS: dict[str, str] = {
 }
 
 
+def labelled_frame(rows: Mapping[str, Mapping[str, object]], *, label: str = "method",
+                   columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """Row label → {column: cell} as a table of this module: the labels first (String column
+    ``label``), then ``columns`` (default: every row's columns in order of first appearance), a
+    cell a row lacks null; a column whose cells share no polars dtype (numbers beside ``"N/A"``
+    or ``"N/E"``) is ``pl.Object``, holding the cells as they are."""
+    names = list(columns) if columns is not None else list(dict.fromkeys(c for r in rows.values() for c in r))
+    series = [pl.Series(label, list(rows), dtype=pl.String)]
+    series += [_series(name, [r.get(name) for r in rows.values()]) for name in names]
+    return pl.DataFrame(series)
+
+
+def _series(name: str, cells: list[object]) -> pl.Series:
+    """``cells`` in the polars dtype they share (integers beside floats: Float64), ``pl.Object``
+    when they share none."""
+    try:
+        return pl.Series(name, cells)
+    except (TypeError, pl.exceptions.PolarsError):
+        if _numeric(cells):
+            return pl.Series(name, cells, dtype=pl.Float64, strict=False)
+        return pl.Series(name, cells, dtype=pl.Object)
+
+
 def format_cells(
-    df: pd.DataFrame,
+    df: pl.DataFrame,
     *,
     percent: bool = True,
     decimals: int = 2,
     lower_is_better: Collection[str] = (),
     markup: bool = True,
-) -> pd.DataFrame:
-    """String version of ``df``: numbers formatted (×100 if ``percent``), best/second marked."""
-    out = pd.DataFrame(index=df.index, columns=df.columns, dtype=object)
-    for col in df.columns:
-        shown = [_display(v, percent, decimals) for v in df[col]]
-        marks = _marks(shown, lower=col in lower_is_better) if markup else [""] * len(shown)
-        out[col] = [_markup(s, m, decimals) for s, m in zip(shown, marks, strict=True)]
-    return out
+) -> pl.DataFrame:
+    """String version of ``df``: the labels as they are, numbers formatted (×100 if
+    ``percent``), best/second marked."""
+    cells = _formatted(_labelled_columns(df, True)[1], percent, decimals, lower_is_better, markup)
+    return df.select(df.columns[0]).with_columns(pl.Series(c, v, dtype=pl.String) for c, v in cells.items())
 
 
 def render_markdown(
-    df: pd.DataFrame,
+    df: pl.DataFrame | pd.DataFrame,
     *,
     index_name: str = "Method",
     percent: bool = True,
@@ -60,27 +84,31 @@ def render_markdown(
     lower_is_better: Collection[str] = (),
 ) -> str:
     """GitHub Markdown table of ``df`` (see module docstring), ending with a newline."""
-    cells = format_cells(
-        df, percent=percent, decimals=decimals, lower_is_better=lower_is_better
-    )
-    header = [index_name, *map(str, df.columns)]
-    body = [[str(i), *row] for i, row in zip(df.index, cells.itertuples(index=False), strict=True)]
-    return _markdown(header, body, align=["---", *["---:"] * len(df.columns)])
+    labels, columns = _labelled_columns(df, True)
+    cells = _formatted(columns, percent, decimals, lower_is_better, markup=True)
+    header = [index_name, *cells]
+    rows = zip(*cells.values(), strict=True) if cells else ([] for _ in labels)
+    body = [[str(i), *row] for i, row in zip(labels, rows, strict=True)]
+    return _markdown(header, body, align=["---", *["---:"] * len(cells)])
 
 
-def render_csv(df: pd.DataFrame, *, percent: bool = True, decimals: int = 2) -> str:
-    """CSV of the displayed values (no markup, N/A passthrough), ``\\n`` line endings."""
-    cells = format_cells(df, percent=percent, decimals=decimals, markup=False)
-    cells.index.name = df.index.name or "method"
-    return cells.to_csv(lineterminator="\n")
+def render_csv(df: pl.DataFrame | pd.DataFrame, *, percent: bool = True, decimals: int = 2) -> str:
+    """CSV of the displayed values (no markup, N/A passthrough), ``\\n`` line endings; the
+    labels first, under the first column's name (a pandas frame's index name, or ``method``)."""
+    labels, columns = _labelled_columns(df, True)
+    cells = _formatted(columns, percent, decimals, (), markup=False)
+    name = df.columns[0] if isinstance(df, pl.DataFrame) else (df.index.name or "method")
+    table = pl.DataFrame([pl.Series(name, [str(i) for i in labels], dtype=pl.String),
+                          *(pl.Series(c, v, dtype=pl.String) for c, v in cells.items())])
+    return table.write_csv(line_terminator="\n")
 
 
-def write_markdown(df: pd.DataFrame, path: str | Path, **kwargs: object) -> Path:
+def write_markdown(df: pl.DataFrame, path: str | Path, **kwargs: object) -> Path:
     """Atomically write :func:`render_markdown` output (kwargs passed through)."""
     return write_text(render_markdown(df, **kwargs), path)  # type: ignore[arg-type]
 
 
-def write_csv(df: pd.DataFrame, path: str | Path, **kwargs: object) -> Path:
+def write_csv(df: pl.DataFrame, path: str | Path, **kwargs: object) -> Path:
     """Atomically write :func:`render_csv` output (kwargs passed through)."""
     return write_text(render_csv(df, **kwargs), path)  # type: ignore[arg-type]
 
@@ -97,14 +125,13 @@ def definitions_markdown(metrics: Iterable[str]) -> str:
 
 
 def render_bootstrap_markdown(
-    boot: pl.DataFrame | pd.DataFrame, *, reference_label: str | None = None, decimals: int = 2
+    boot: pl.DataFrame, *, reference_label: str | None = None, decimals: int = 2
 ) -> str:
     """EviReform Table A.1 layout from :func:`evichain.metrics.bootstrap.bootstrap_table` rows.
 
     Per dataset three rows: the reference method ``mean [low, high]``, the best metric-wise
     comparator ``name mean``, and the paired difference ``+d [+low, +high]`` (percentage points).
     """
-    boot = as_polars(boot)
     metrics = list(dict.fromkeys(boot["metric"].to_list()))
     body = []
     for dataset in dict.fromkeys(boot["dataset"].to_list()):
@@ -143,14 +170,14 @@ def render_plain_markdown(df: pl.DataFrame | pd.DataFrame, *, index_name: str | 
 
 def _labelled_columns(df: pl.DataFrame | pd.DataFrame, labelled: bool
                       ) -> tuple[list[object], dict[str, list[object]]]:
-    """Row labels and column name → cells: a polars frame's first column is the labels when
-    ``labelled``; a pandas frame's labels are its index (pandas tables of callers not yet
-    migrated)."""
-    if isinstance(df, pl.DataFrame):
-        data = df[:, 1:] if labelled else df
-        labels = df[:, 0].to_list() if labelled else list(range(df.height))
-        return labels, {c: data[c].to_list() for c in data.columns}
-    return list(df.index), {str(c): list(df[c]) for c in df.columns}
+    """Row labels and column name → cells (as Python values): a polars frame's first column is
+    the labels when ``labelled``, the row numbers otherwise; a pandas frame's labels are its
+    index (pandas tables of callers not yet migrated)."""
+    if not isinstance(df, pl.DataFrame):
+        return list(df.index), {str(c): list(df[c]) for c in df.columns}
+    names = df.columns[1:] if labelled else df.columns
+    labels = df[df.columns[0]].to_list() if labelled else list(range(df.height))
+    return labels, {c: df[c].to_list() for c in names}
 
 
 def ci_text(mean: float, low: float, high: float, decimals: int = 2, signed: bool = False) -> str:
@@ -160,6 +187,18 @@ def ci_text(mean: float, low: float, high: float, decimals: int = 2, signed: boo
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def _formatted(columns: Mapping[str, list[object]], percent: bool, decimals: int,
+               lower_is_better: Collection[str], markup: bool) -> dict[str, list[str]]:
+    """Column name → its cells as displayed: numbers rounded (×100 if ``percent``), strings
+    passed through, best/second marked per column when ``markup``."""
+    out = {}
+    for col, values in columns.items():
+        shown = [_display(v, percent, decimals) for v in values]
+        marks = _marks(shown, lower=col in lower_is_better) if markup else [""] * len(shown)
+        out[col] = [_markup(s, m, decimals) for s, m in zip(shown, marks, strict=True)]
+    return out
 
 
 def _numeric(column: Iterable[object]) -> bool:

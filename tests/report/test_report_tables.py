@@ -14,6 +14,7 @@ from evichain.report.differences import difference_frame
 from evichain.report.figures import paired_difference_figure, recall_at_k_figure
 from evichain.report.tables import (
     definitions_markdown,
+    labelled_frame,
     render_bootstrap_markdown,
     render_csv,
     render_markdown,
@@ -22,18 +23,18 @@ from evichain.report.tables import (
 
 
 @pytest.fixture
-def metrics() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "Recall@5": [0.9275, 0.9775, 0.94049, "N/A"],
-            "F1": [0.5414, 0.5805, 0.5805, 0.50],  # tie for best
-            "Tokens": [120.0, 300.0, 90.0, "N/E"],
-        },
-        index=pd.Index(["GeAR", "EviReform", "NV-Embed-v2", "IRCoT"], name="method"),
+def metrics() -> pl.DataFrame:
+    return pl.DataFrame(
+        [
+            pl.Series("method", ["GeAR", "EviReform", "NV-Embed-v2", "IRCoT"]),
+            pl.Series("Recall@5", [0.9275, 0.9775, 0.94049, "N/A"], dtype=pl.Object),
+            pl.Series("F1", [0.5414, 0.5805, 0.5805, 0.50]),  # tie for best
+            pl.Series("Tokens", [120.0, 300.0, 90.0, "N/E"], dtype=pl.Object),
+        ]
     )
 
 
-def test_markdown_marks_and_passthrough(metrics: pd.DataFrame) -> None:
+def test_markdown_marks_and_passthrough(metrics: pl.DataFrame) -> None:
     md = render_markdown(metrics, percent=True, lower_is_better=["Tokens"])
     lines = md.splitlines()
     assert lines[0] == "| Method | Recall@5 | F1 | Tokens |"
@@ -46,15 +47,15 @@ def test_markdown_marks_and_passthrough(metrics: pd.DataFrame) -> None:
 
 
 def test_marks_follow_displayed_rounding() -> None:
-    df = pd.DataFrame({"EM": [0.123449, 0.123451, 0.1, -0.00001]}, index=["a", "b", "c", "d"])
+    df = pl.DataFrame({"label": ["a", "b", "c", "d"], "EM": [0.123449, 0.123451, 0.1, -0.00001]})
     shown = [line.split("|")[2].strip() for line in render_markdown(df).splitlines()[2:]]
     assert shown == ["<u>12.34</u>", "**12.35**", "10.00", "0.00"]
     one_decimal = render_markdown(df, decimals=1).splitlines()[2:4]
     assert one_decimal == ["| a | **12.3** |", "| b | **12.3** |"]  # tie after rounding
 
 
-def test_csv_has_values_without_markup(metrics: pd.DataFrame) -> None:
-    csv = render_csv(metrics[["Recall@5", "F1"]])
+def test_csv_has_values_without_markup(metrics: pl.DataFrame) -> None:
+    csv = render_csv(metrics.select("method", "Recall@5", "F1"))
     assert csv.splitlines() == [
         "method,Recall@5,F1",
         "GeAR,92.75,54.14",
@@ -62,6 +63,16 @@ def test_csv_has_values_without_markup(metrics: pd.DataFrame) -> None:
         "NV-Embed-v2,94.05,58.05",
         "IRCoT,N/A,50.00",
     ]
+
+
+def test_labelled_frame_keeps_mixed_cells_as_they_are() -> None:
+    table = labelled_frame({"a": {"x": 0.5, "y": "N/E", "mixed": 0.25},
+                            "b": {"x": 1, "mixed": "N/A", "z": 3}})  # x: an integer beside a float
+    assert table.columns == ["method", "x", "y", "mixed", "z"]
+    assert table["method"].to_list() == ["a", "b"]
+    assert (table.schema["x"], table.schema["y"], table.schema["mixed"]) == (pl.Float64, pl.String, pl.Object)
+    assert table["mixed"].to_list() == [0.25, "N/A"] and table["y"].to_list() == ["N/E", None]
+    assert labelled_frame({"a": {"x": 0.5}}, label="variant", columns=["y", "x"]).columns == ["variant", "y", "x"]
 
 
 def test_definitions_listed_beside_table() -> None:
@@ -125,8 +136,8 @@ def test_figures_are_byte_deterministic(tmp_path: Path) -> None:
 
 
 def test_plain_markdown_aligns_numbers_right_and_text_left() -> None:
-    df = pd.DataFrame({"pool": ["C0", "C+"], "n": np.array([100, 100], dtype=np.int64),
-                       "cov": [69.75, None], "on": [True, False]}, index=["a", "b"])
+    df = pl.DataFrame({"label": ["a", "b"], "pool": ["C0", "C+"], "n": np.array([100, 100], dtype=np.int64),
+                       "cov": [69.75, None], "on": [True, False]})
     lines = render_plain_markdown(df, index_name="method").splitlines()
     assert lines[0] == "| method | pool | n | cov | on |"
     assert lines[1] == "| --- | --- | ---: | ---: | --- |"
