@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
+import polars as pl
 
 from evichain.qa.medical_eval import flat_metrics
 from evichain.qa.medical_metrics import METRICS_BY_TYPE, QUESTION_TYPES
-from evichain.report.tables import render_markdown
+from evichain.report.tables import labelled_frame, render_markdown
 
 PREFIX = "medqa-"
 _TYPE_ABBR = {"Fact Retrieval": "FR", "Complex Reasoning": "CR", "Contextual Summarize": "CS",
@@ -37,8 +37,9 @@ def medical_metrics(raw: Mapping[str, Mapping[str, Mapping[str, Any]]]
     return out
 
 
-def medical_table(methods: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """methods × (nine metrics, ACC, n per type, judge) for one dataset; missing → N/E."""
+def medical_table(methods: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+    """methods × (nine metrics, ACC, n per type, judge) for one dataset, the methods in a first
+    ``method`` column (:func:`~evichain.report.tables.labelled_frame`); missing → N/E."""
     columns = [f"{_TYPE_ABBR[t]} {_METRIC_NAME[m]}" for t in QUESTION_TYPES for m in METRICS_BY_TYPE[t]]
     rows = {}
     for method, summary in sorted(methods.items()):
@@ -50,7 +51,7 @@ def medical_table(methods: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
         row["n (FR/CR/CS/CG)"] = "/".join(str(per_type.get(t, {}).get("n", 0)) for t in QUESTION_TYPES)
         row["judge"] = f"`{summary.get('judge_model', '?')}`"
         rows[method] = row
-    return pd.DataFrame.from_dict(rows, orient="index")
+    return labelled_frame(rows)
 
 
 def _notes(methods: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 
 from evichain.io import write_json
 from evichain.qa.medical_eval import summarize
@@ -83,6 +84,6 @@ def test_medical_view_keeps_only_the_listed_datasets(tmp_path: Path) -> None:
 def test_missing_values_render_as_not_evaluated() -> None:
     table = medical_table({"bm25": {"per_type": {"Fact Retrieval": {"n": 3, "correctness": 0.5}},
                                     "ACC": None, "judge_model": "j"}})
-    row = table.loc["bm25"]
+    row = table.row(by_predicate=pl.col("method") == "bm25", named=True)
     assert row["FR Corr"] == 0.5 and row["CR Corr"] == "N/E" and row["ACC"] == "N/E"
     assert row["n (FR/CR/CS/CG)"] == "3/0/0/0"
