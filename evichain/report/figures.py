@@ -12,14 +12,17 @@ gives the same bytes on the same matplotlib/freetype build.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 import matplotlib.style
-import pandas as pd
+import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -30,6 +33,9 @@ from evichain.io import atomic_path
 from evichain.metrics.frames import as_polars
 from evichain.report import families as fam
 from evichain.report.families import OURS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DPI = 150
 _RC = {"svg.hashsalt": "evichain", "font.family": "DejaVu Sans", "path.simplify": True}
@@ -42,13 +48,14 @@ _AT_K = re.compile(r"^(?P<family>.+)@(?P<k>\d+)$")
 
 
 def recall_at_k_figure(
-    metrics: pd.DataFrame, path: str | Path, *, dataset: str, n_questions: Mapping[str, int],
+    metrics: pl.DataFrame, path: str | Path, *, dataset: str, n_questions: Mapping[str, int],
     family: str = "Recall", ours: Sequence[str] = OURS, reference: str | None = None,
     min_questions: int = MIN_FIGURE_QUESTIONS,
 ) -> Path:
     """``<family>@K`` (in %) against ``K``: one panel per method family, one line per method.
 
-    ``metrics``: index = method, columns include ``Recall@1``, ``Recall@5``, ... as fractions;
+    ``metrics``: the methods in the first column, then columns that include ``Recall@1``,
+    ``Recall@5``, ... as fractions (:func:`evichain.report.retrieval_report.metrics_frame`);
     ``n_questions``: method → questions it was evaluated on (every panel title states its n, so
     does the figure's title). Non-numeric cells (``"N/A"``) and methods without any value are
     left out, and so are the methods of :data:`~evichain.report.families.UNRANKED` (no passage
@@ -60,13 +67,11 @@ def recall_at_k_figure(
     evaluated on fewer than ``min_questions`` questions is a ``ValueError``: drop it first
     (:func:`drawable_methods`).
     """
-    ks = _cutoffs(metrics.columns, family)
+    ks = _cutoffs(metrics.columns[1:], family)
     if not ks:
-        raise ValueError(f"no {family}@K column in {list(metrics.columns)}")
-    values = metrics[[f"{family}@{k}" for k in ks]].apply(pd.to_numeric, errors="coerce")
-    values = values.dropna(how="all")
-    values.index = values.index.map(str)
-    methods = fam.ordered(fam.ranking_methods([str(m) for m in values.index]), ours)
+        raise ValueError(f"no {family}@K column in {metrics.columns[1:]}")
+    values = _numeric_rows(metrics, [f"{family}@{k}" for k in ks])
+    methods = fam.ordered(fam.ranking_methods(list(values)), ours)
     if not methods:
         raise ValueError(f"no ranking method with {family}@K values on {dataset}")
     few = sorted(m for m in methods if n_questions.get(m, 0) < min_questions)
@@ -81,12 +86,12 @@ def recall_at_k_figure(
         axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
         for ax, group in zip(axes.flat, groups, strict=False):
             members = [m for m in methods if fam.family(m, ours) == group]
-            if reference in values.index and reference not in members:
-                ax.plot(ks, 100 * values.loc[reference].to_numpy(dtype=float), linestyle=(0, (1, 1)),
+            if reference in values and reference not in members:
+                ax.plot(ks, 100 * values[reference], linestyle=(0, (1, 1)),
                         color=fam.COLOUR[fam.family(reference, ours)], linewidth=1.0, alpha=0.8,
                         label=f"{reference} (strongest baseline)")
             for method in members:
-                ax.plot(ks, 100 * values.loc[method].to_numpy(dtype=float), label=method,
+                ax.plot(ks, 100 * values[method], label=method,
                         linewidth=1.4, markersize=4.0, **fam.style(method, ours))
             ax.set_title(f"{fam.LABEL[group]} ({_n_text([n_questions[m] for m in members])})",
                          fontsize="small", color=fam.COLOUR[group])
@@ -114,7 +119,7 @@ def drawable_methods(n_questions: Mapping[str, int], min_questions: int = MIN_FI
 
 
 def paired_difference_figure(
-    diffs: pl.DataFrame | pd.DataFrame, path: str | Path, *, metrics: Sequence[str] | None = None,
+    diffs: pl.DataFrame, path: str | Path, *, metrics: Sequence[str] | None = None,
     ours: Sequence[str] = OURS, min_questions: int = MIN_FIGURE_QUESTIONS, title: str = "",
 ) -> Path:
     """Forest plot of every method's paired difference against its dataset's reference (points).
@@ -128,7 +133,6 @@ def paired_difference_figure(
     heads the figure. A row computed on fewer than ``min_questions`` questions is a
     ``ValueError`` (filter with :func:`evichain.report.differences.drawable`).
     """
-    diffs = as_polars(diffs)
     if diffs.height == 0:
         raise ValueError("no paired differences to draw")
     few = diffs.filter(pl.col("n") < min_questions)
@@ -221,10 +225,32 @@ def _n_text(counts: Sequence[int]) -> str:
     return f"n = {low}" if low == high else f"n = {low}–{high}"
 
 
-def _cutoffs(columns: pd.Index, family: str) -> list[int]:
+def _cutoffs(columns: Sequence[str], family: str) -> list[int]:
     """Sorted ``K`` of the ``<family>@K`` columns."""
     matches = (_AT_K.match(str(c)) for c in columns)
     return sorted(int(m["k"]) for m in matches if m and m["family"] == family)
+
+
+def _numeric_rows(table: pl.DataFrame, columns: Sequence[str]) -> dict[str, np.ndarray]:
+    """Row label (first column, as text) → its ``columns`` as a float array, a cell that is no
+    number NaN (:func:`_number`); rows without any number left out."""
+    labels = [str(v) for v in table[table.columns[0]].to_list()]
+    cells = [[_number(v) for v in table[c].to_list()] for c in columns]
+    matrix = np.array(cells, dtype=float).reshape(len(columns), len(labels)).T
+    return {m: row for m, row in zip(labels, matrix, strict=True) if not np.isnan(row).all()}
+
+
+def _number(value: object) -> float:
+    """A cell as a float: numbers as they are, numeric text parsed, anything else (``"N/A"``,
+    ``"N/E"``, null) NaN."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return math.nan
+    return math.nan
 
 
 @contextmanager

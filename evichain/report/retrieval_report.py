@@ -6,19 +6,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pandas as pd
+import polars as pl
 
 from evichain.report.main_report import NO_RANKING
-from evichain.report.tables import definitions_markdown, render_markdown
+from evichain.report.tables import definitions_markdown, labelled_frame, render_markdown
 
 TABLE_METRICS = ("Recall@1", "Recall@2", "Recall@5", "Recall@10", "Recall@20", "Chain@5",
                  "Hit@5", "MAP@10", "nDCG@10")
 
 
-def metrics_frame(metrics: Mapping[str, Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
-    """methods × metrics table from ``{method: metrics JSON}`` (missing metric → "N/E")."""
+def metrics_frame(metrics: Mapping[str, Mapping[str, Any]], columns: Sequence[str]) -> pl.DataFrame:
+    """A ``method`` column, then ``columns``, from ``{method: metrics JSON}`` (missing metric →
+    "N/E"; :func:`~evichain.report.tables.labelled_frame`)."""
     rows = {m: {c: values.get(c, "N/E") for c in columns} for m, values in metrics.items()}
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(columns))
+    return labelled_frame(rows, columns=columns)
 
 
 def recall_curve_rows(dataset: str, metrics: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:

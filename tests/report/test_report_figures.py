@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import polars as pl
 import pytest
 from matplotlib.figure import Figure
@@ -27,11 +26,12 @@ N = 40
 
 
 @pytest.fixture
-def recall() -> pd.DataFrame:
+def recall() -> pl.DataFrame:
     """Recall@K fractions of every fixture method (iterative ones included, as the stage has)."""
     rng = np.random.default_rng(1)
     values = np.sort(rng.random((len(METHODS), 5)), axis=1)
-    return pd.DataFrame(values, index=METHODS, columns=[f"Recall@{k}" for k in (1, 2, 5, 10, 20)])
+    return pl.DataFrame({"method": METHODS, **{f"Recall@{k}": values[:, i]
+                                               for i, k in enumerate((1, 2, 5, 10, 20))}})
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
     return out
 
 
-def _n(methods: list[str] | pd.Index, n: int = N) -> dict[str, int]:
+def _n(methods: list[str] | pl.Series, n: int = N) -> dict[str, int]:
     return {str(m): n for m in methods}
 
 
@@ -82,8 +82,8 @@ def test_families_and_styles_are_stable_across_datasets() -> None:
 
 
 def test_recall_figure_has_one_panel_per_family_with_n_in_every_title(
-        tmp_path: Path, recall: pd.DataFrame, captured: list[Figure]) -> None:
-    n = {**_n(recall.index), "proprag": 35}
+        tmp_path: Path, recall: pl.DataFrame, captured: list[Figure]) -> None:
+    n = {**_n(recall["method"]), "proprag": 35}
     path = figures.recall_at_k_figure(recall, tmp_path / "r.png", dataset="2wiki_s", n_questions=n,
                                       reference="proprag")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -105,21 +105,21 @@ def test_recall_figure_has_one_panel_per_family_with_n_in_every_title(
     assert fig.get_suptitle() == "Recall@K on 2wiki_s (n = 35–40), one panel per method family"
 
 
-def test_recall_figure_refuses_methods_on_too_few_questions(tmp_path: Path, recall: pd.DataFrame) -> None:
-    few = {**_n(recall.index), "bm25": figures.MIN_FIGURE_QUESTIONS - 1}
+def test_recall_figure_refuses_methods_on_too_few_questions(tmp_path: Path, recall: pl.DataFrame) -> None:
+    few = {**_n(recall["method"]), "bm25": figures.MIN_FIGURE_QUESTIONS - 1}
     with pytest.raises(ValueError, match="bm25 on demo: fewer than 30 questions"):
         figures.recall_at_k_figure(recall, tmp_path / "r.png", dataset="demo", n_questions=few)
     assert not (tmp_path / "r.png").exists()
     assert figures.drawable_methods({"a": 4, "b": 30, "c": 100}) == ["b", "c"]
     with pytest.raises(ValueError, match="no ranking method"):
-        figures.recall_at_k_figure(recall.loc[["ircot", "s2g_rag"]], tmp_path / "r.png", dataset="d",
-                                   n_questions=_n(recall.index))
+        figures.recall_at_k_figure(recall.filter(pl.col("method").is_in(["ircot", "s2g_rag"])),
+                                   tmp_path / "r.png", dataset="d", n_questions=_n(recall["method"]))
 
 
-def test_only_gear_of_the_iterative_methods_draws(tmp_path: Path, recall: pd.DataFrame,
+def test_only_gear_of_the_iterative_methods_draws(tmp_path: Path, recall: pl.DataFrame,
                                                   captured: list[Figure]) -> None:
-    figures.recall_at_k_figure(recall.loc[["ircot", "gear"]], tmp_path / "r.png", dataset="d",
-                               n_questions=_n(recall.index))
+    figures.recall_at_k_figure(recall.filter(pl.col("method").is_in(["ircot", "gear"])), tmp_path / "r.png",
+                               dataset="d", n_questions=_n(recall["method"]))
     (fig,) = captured
     (ax,) = [a for a in fig.axes if a.axison]
     assert [line.get_label() for line in ax.get_lines()] == ["gear"]

@@ -119,9 +119,10 @@ def test_bootstrap_markdown_layout() -> None:
 
 
 def test_figures_are_byte_deterministic(tmp_path: Path) -> None:
-    recall = pd.DataFrame(
-        {"Recall@1": [0.3, 0.4, "N/A"], "Recall@2": [0.5, 0.6, "N/A"], "Recall@5": [0.7, 0.9, None]},
-        index=["BM25", "EviReform", "IRCoT"],
+    recall = labelled_frame(
+        {"BM25": {"Recall@1": 0.3, "Recall@2": 0.5, "Recall@5": 0.7},
+         "EviReform": {"Recall@1": 0.4, "Recall@2": 0.6, "Recall@5": 0.9},
+         "IRCoT": {"Recall@1": "N/A", "Recall@2": "N/A", "Recall@5": None}}
     )
     diffs = _diffs()
     for name in ["a", "b"]:
