@@ -188,7 +188,7 @@ def _main_report(p: Params, raw: RawMetrics, per_q: dict[str, dict[str, pl.DataF
                reports.root / "README.md")
     write_text(figures_index(figures, [x for ds in p.datasets for x in notes[ds]]),
                reports.root / "figures" / "README.md")
-    return {"datasets": len(p.datasets), "methods": len(main), "figures": len(figures),
+    return {"datasets": len(p.datasets), "methods": main.height, "figures": len(figures),
             "pages": len(pages), "paired_difference_datasets": len(drawn)}
 
 

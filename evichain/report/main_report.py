@@ -7,11 +7,11 @@ Every table is preceded by the setup it was measured under.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import polars as pl
 
 from evichain.io import read_json
@@ -22,10 +22,14 @@ from evichain.report.families import UNRANKED
 from evichain.report.tables import (
     ci_text,
     definitions_markdown,
+    labelled_frame,
     render_bootstrap_markdown,
     render_markdown,
     render_plain_markdown,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method → metrics JSON
 RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file stem → JSON
@@ -37,7 +41,7 @@ RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file s
 NO_RANKING: frozenset[str] = UNRANKED
 
 
-def method_sections(metrics: Metrics, per_q: Mapping[str, Mapping[str, pd.DataFrame]],
+def method_sections(metrics: Metrics, per_q: Mapping[str, Mapping[str, pl.DataFrame]],
                     datasets: Sequence[str], n_resamples: int) -> list[tuple[str, str]]:
     """EviReform's 2×2 + pools and CEE's ablations for every dataset where they ran;
     ``per_q``: dataset → :func:`per_question_tables` of it."""
@@ -146,17 +150,19 @@ def _missing(method: str, metric: str) -> str:
     return "N/A" if ranking and _ranks_nothing(method) else "N/E"
 
 
-def main_table(metrics: Metrics, datasets: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
-    """Table 1 shape: one row per method, ``<dataset> <metric>`` columns; N/A / N/E cells."""
+def main_table(metrics: Metrics, datasets: Sequence[str], columns: Sequence[str]) -> pl.DataFrame:
+    """Table 1 shape: a ``method`` column (one row per method, sorted), then ``<dataset>
+    <metric>`` columns; N/A / N/E cells (:func:`~evichain.report.tables.labelled_frame`)."""
     methods = sorted({m for ds in datasets for m in metrics.get(ds, {})})
     data = {m: {f"{ds} {c}": _cell(metrics.get(ds, {}).get(m, {}), c, m) if m in metrics.get(ds, {})
                 else "N/E" for ds in datasets for c in columns} for m in methods}
-    return pd.DataFrame.from_dict(data, orient="index")
+    return labelled_frame(data)
 
 
-def cost_table(metrics: Metrics, datasets: Sequence[str]) -> pd.DataFrame:
-    """LLM tokens per question (retrieval-time and reader) per method and dataset; N/E where the
-    method was not run on the dataset."""
+def cost_table(metrics: Metrics, datasets: Sequence[str]) -> pl.DataFrame:
+    """LLM tokens per question (retrieval-time and reader): a ``method`` column, then
+    ``<dataset> retrieval`` and ``<dataset> reader`` columns; N/E where the method was not run
+    on the dataset or its metrics JSON has no count."""
     rows: dict[str, dict[str, Any]] = {}
     for ds in datasets:
         for m, v in metrics.get(ds, {}).items():
@@ -164,18 +170,28 @@ def cost_table(metrics: Metrics, datasets: Sequence[str]) -> pd.DataFrame:
             rows.setdefault(m, {})[f"{ds} retrieval"] = v.get("retrieval_tokens_per_question", free)
             rows[m][f"{ds} reader"] = v.get("reader_tokens_per_question", "N/E")
     columns = [f"{ds} {part}" for ds in datasets for part in ("retrieval", "reader")]
-    return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=columns).fillna("N/E")
+    return labelled_frame({m: {c: _not_evaluated_if_missing(row.get(c)) for c in columns}
+                           for m, row in rows.items()})
 
 
-def per_dataset(table: pd.DataFrame, datasets: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
-    """Split a ``<dataset> <metric>`` table into one methods × metrics table per dataset,
-    keeping the methods with at least one evaluated cell there (datasets with none dropped)."""
-    blocks = []
+def _not_evaluated_if_missing(value: Any) -> Any:
+    """``value``, or ``"N/E"`` for a missing one (None or NaN)."""
+    return "N/E" if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def per_dataset(table: pl.DataFrame, datasets: Sequence[str]) -> list[tuple[str, pl.DataFrame]]:
+    """Split a ``<dataset> <metric>`` table (labels first) into one labels × metrics table per
+    dataset, keeping the methods with at least one evaluated cell there (datasets with none
+    dropped)."""
+    label, blocks = table.columns[0], []
     for ds in datasets:
-        cols = [c for c in table.columns if c.startswith(f"{ds} ")]
-        block = table[cols].rename(columns=lambda c: c[len(ds) + 1:])
-        block = block[~(block == "N/E").all(axis=1)]
-        if not block.empty:
+        cols = [c for c in table.columns[1:] if c.startswith(f"{ds} ")]
+        if not cols:
+            continue
+        block = table.select(label, *cols).rename({c: c[len(ds) + 1:] for c in cols})
+        cells = zip(*(block[c].to_list() for c in block.columns[1:]), strict=True)
+        block = block.filter(pl.Series([any(v != "N/E" for v in row) for row in cells], dtype=pl.Boolean))
+        if block.height:
             blocks.append((ds, block))
     return blocks
 
@@ -186,7 +202,7 @@ def question_counts(metrics: Metrics) -> dict[str, int]:
             for ds, found in metrics.items()}
 
 
-def _blocks_markdown(table: pd.DataFrame, datasets: Sequence[str], counts: Mapping[str, int],
+def _blocks_markdown(table: pl.DataFrame, datasets: Sequence[str], counts: Mapping[str, int],
                      **render_kwargs: Any) -> list[str]:
     """``### <dataset>`` + its table for every dataset with evaluated cells."""
     parts: list[str] = []
@@ -317,7 +333,7 @@ def _metric_columns(df: pl.DataFrame, answers: bool) -> pl.DataFrame:
     return df.select(c for c in cols if c in df.columns)
 
 
-def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd.DataFrame,
+def render(setup: str, main: pl.DataFrame, decomposition: pl.DataFrame, cost: pl.DataFrame,
            bootstrap_md: Sequence[tuple[str, str]], figures: Sequence[str],
            not_run: Sequence[str] = (), method_sections: Sequence[tuple[str, str]] = (),
            counts: Mapping[str, int] | None = None, pending: str = "", medical: str = "",
@@ -332,7 +348,7 @@ def render(setup: str, main: pd.DataFrame, decomposition: pd.DataFrame, cost: pd
     not drawn (too few questions); ``index_stats``: the index-statistics section,
     :func:`evichain.report.index_stats.index_stats_section`). The three wide tables are shown
     one dataset at a time, each with only the methods evaluated there."""
-    datasets = list(dict.fromkeys(c.split(" ", 1)[0] for c in main.columns))
+    datasets = list(dict.fromkeys(c.split(" ", 1)[0] for c in main.columns[1:]))
     counts = counts or {}
     tokens_kwargs = {"percent": False, "decimals": 1, "lower_is_better": ("retrieval", "reader")}
     parts = ["# evichain results", "",
