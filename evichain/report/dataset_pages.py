@@ -12,12 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pandas as pd
 import polars as pl
 
-from evichain.metrics.frames import as_polars
 from evichain.report import families as fam
-from evichain.report.tables import ci_text, definitions_markdown, render_markdown, render_plain_markdown
+from evichain.report.tables import (
+    ci_text,
+    definitions_markdown,
+    labelled_frame,
+    render_markdown,
+    render_plain_markdown,
+)
 
 RANKING_COLUMNS: tuple[str, ...] = ("Recall@2", "Recall@5", "Recall@10", "Recall@20", "Chain@5",
                                     "Hit@5", "MAP@10", "nDCG@10")
@@ -30,9 +34,9 @@ def page_path(dataset: str) -> str:
 
 
 def ranking_table(metrics: Mapping[str, Mapping[str, Any]], methods: Sequence[str],
-                  ours: Sequence[str]) -> pd.DataFrame:
-    """family + :data:`RANKING_COLUMNS` (fractions) + LLM tokens per question, one row per
-    method of ``methods`` (ordered by family); "N/E" where a metric is absent."""
+                  ours: Sequence[str]) -> pl.DataFrame:
+    """method + family + :data:`RANKING_COLUMNS` (fractions) + LLM tokens per question, one
+    row per method of ``methods`` (ordered by family); "N/E" where a metric is absent."""
     rows = {}
     for m in fam.ordered(methods, ours):
         values = metrics[m]
@@ -41,22 +45,22 @@ def ranking_table(metrics: Mapping[str, Mapping[str, Any]], methods: Sequence[st
         rows[m] = {"family": fam.LABEL[fam.family(m, ours)],
                    **{c: values.get(c, "N/E") for c in RANKING_COLUMNS},
                    "LLM tokens / q": "N/E" if tokens is None else f"{float(tokens):,.0f}"}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    return labelled_frame(rows)
 
 
-def _ranking_markdown(table: pd.DataFrame, **kwargs: Any) -> str:
+def _ranking_markdown(table: pl.DataFrame, **kwargs: Any) -> str:
     """:func:`render_markdown` of a :func:`ranking_table`, its text column left-aligned."""
     lines = render_markdown(table, **kwargs).rstrip("\n").splitlines()
     lines[1] = lines[1].replace("| --- | ---: |", "| --- | --- |", 1)
     return "\n".join(lines)
 
 
-def differences_table(diffs: pl.DataFrame | pd.DataFrame, ours: Sequence[str]) -> pl.DataFrame:
+def differences_table(diffs: pl.DataFrame, ours: Sequence[str]) -> pl.DataFrame:
     """One row per method of :func:`evichain.report.differences.difference_frame` rows
     (one dataset): ``method``, ``n`` and, per metric, ``Δ <metric> [95% CI]`` in points ("" where
     the method lacks that metric); methods in family order."""
     out: dict[str, dict[str, str]] = {}
-    for r in as_polars(diffs).iter_rows(named=True):
+    for r in diffs.iter_rows(named=True):
         row = out.setdefault(str(r["method"]), {"n": str(int(r["n"]))})
         row[f"Δ {r['metric']} [95% CI]"] = ci_text(r["difference"], r["ci_low"], r["ci_high"],
                                                    signed=True)
@@ -66,8 +70,9 @@ def differences_table(diffs: pl.DataFrame | pd.DataFrame, ours: Sequence[str]) -
                         schema={"method": pl.String, **dict.fromkeys(columns, pl.String)})
 
 
-def answer_table(metrics: Mapping[str, Mapping[str, Any]], ours: Sequence[str]) -> pd.DataFrame:
-    """EM / F1 and reader tokens per question of every method the shared reader read."""
+def answer_table(metrics: Mapping[str, Mapping[str, Any]], ours: Sequence[str]) -> pl.DataFrame:
+    """method, EM / F1 and reader tokens per question of every method the shared reader read
+    (no row when it read none)."""
     read = [m for m, v in metrics.items() if v.get("EM") is not None or v.get("F1") is not None]
     rows = {}
     for m in fam.ordered(read, ours):
@@ -76,13 +81,13 @@ def answer_table(metrics: Mapping[str, Mapping[str, Any]], ours: Sequence[str]) 
         rows[m] = {**{c: "N/E" if v.get(c) is None else v[c] for c in ANSWER_COLUMNS},
                    "n": "" if v.get("n_qa") is None else str(int(v["n_qa"])),
                    "reader tokens / q": "N/E" if tokens is None else f"{float(tokens):,.0f}"}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    return labelled_frame(rows)
 
 
 def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setup: str,
                  sections: Sequence[tuple[str, str]] = (), figures: Sequence[tuple[str, str]] = (),
                  medical: str = "", ours: Sequence[str] = fam.OURS, tuning: bool = False,
-                 differences: pl.DataFrame | pd.DataFrame | None = None, reference_rule: str = "",
+                 differences: pl.DataFrame | None = None, reference_rule: str = "",
                  differences_drawn: bool = False, ranking_notes: Sequence[str] = (),
                  figure_notes: Sequence[str] = (), index_stats: str = "") -> str:
     """Markdown of one dataset's page.
@@ -126,12 +131,11 @@ def dataset_page(dataset: str, metrics: Mapping[str, Mapping[str, Any]], *, setu
     if metrics and not scored:
         parts += ["Retrieval metrics: N/A (this dataset has no gold passages).", ""]
     answers = answer_table(metrics, ours)
-    if not answers.empty:
+    if answers.height:
         parts += ["## Answers (shared reader, EM / F1)", "",
                   render_markdown(answers).rstrip("\n"), ""]
     if medical:
         parts += [medical.rstrip("\n"), ""]
-    differences = None if differences is None else as_polars(differences)
     if differences is not None and differences.height:
         ref = str(differences["reference"][0])
         drawn = ("Drawn in the paired-differences figure." if differences_drawn else
