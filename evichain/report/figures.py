@@ -18,7 +18,6 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 import matplotlib.style
@@ -30,12 +29,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from evichain.io import atomic_path
-from evichain.metrics.frames import as_polars
 from evichain.report import families as fam
 from evichain.report.families import OURS
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 DPI = 150
 _RC = {"svg.hashsalt": "evichain", "font.family": "DejaVu Sans", "path.simplify": True}
@@ -173,7 +168,7 @@ def paired_difference_figure(
         return _save(fig, path)
 
 
-def sensitivity_figure(sweep: pl.DataFrame | pd.DataFrame, path: str | Path, *, metric: str,
+def sensitivity_figure(sweep: pl.DataFrame, path: str | Path, *, metric: str,
                        defaults: dict[str, float] | None = None) -> Path:
     """One panel per swept parameter: ``metric`` (in %) against the parameter's value.
 
@@ -181,7 +176,7 @@ def sensitivity_figure(sweep: pl.DataFrame | pd.DataFrame, path: str | Path, *, 
     ``dataset``, ``method``, ``metric``, ``score``), one line per (dataset, method). The
     default value of each parameter (``defaults``) is marked with a dotted vertical line.
     """
-    rows = as_polars(sweep).filter(pl.col("metric") == metric)
+    rows = sweep.filter(pl.col("metric") == metric)
     params = list(dict.fromkeys(rows["param"].to_list()))
     if not params:
         raise ValueError(f"no sweep rows for metric {metric!r}")

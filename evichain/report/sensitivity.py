@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import pandas as pd
+import polars as pl
 
-SWEEP_COLUMNS = ["param", "value", "dataset", "method", "metric", "score", "experiment"]
+SWEEP_SCHEMA: dict[str, type[pl.DataType]] = {
+    "param": pl.String, "value": pl.Float64, "dataset": pl.String, "method": pl.String,
+    "metric": pl.String, "score": pl.Float64, "experiment": pl.String}
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -44,15 +46,16 @@ def experiments(show: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], d
 
 
 def one_at_a_time(show: list[dict[str, Any]], swept: Sequence[str],
-                  targets: Iterable[tuple[str, str]], metrics: Sequence[str]) -> pd.DataFrame:
-    """Rows of :data:`SWEEP_COLUMNS` for each experiment that changes exactly one of ``swept``.
+                  targets: Iterable[tuple[str, str]], metrics: Sequence[str]) -> pl.DataFrame:
+    """Rows of :data:`SWEEP_SCHEMA` for each experiment that changes exactly one of ``swept``
+    (a point listed twice kept once, its first listing).
 
     ``targets``: (dataset, method) pairs whose metrics file is read; ``show[0]``'s first
     record is the baseline (``dvc exp show --json`` lists the workspace first).
     """
     runs = experiments(show)
     if not runs:
-        return pd.DataFrame(columns=SWEEP_COLUMNS)
+        return pl.DataFrame(schema=SWEEP_SCHEMA)
     base = runs[0][1]
     rows = []
     for name, params, files in runs:
@@ -64,5 +67,5 @@ def one_at_a_time(show: list[dict[str, Any]], swept: Sequence[str],
                 values = files.get(f"reports/metrics/{ds}/{method}.json", {})
                 rows += [(param, float(params[param]), ds, method, m, float(values[m]), name)
                          for m in metrics if m in values and param in params]
-    table = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
-    return table.drop_duplicates(["param", "value", "dataset", "method", "metric"]).reset_index(drop=True)
+    table = pl.DataFrame(rows, schema=SWEEP_SCHEMA, orient="row")
+    return table.unique(["param", "value", "dataset", "method", "metric"], keep="first", maintain_order=True)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from evichain.io import write_text
 from evichain.paths import ReportPaths
 from evichain.report.sensitivity import flatten, one_at_a_time
@@ -34,14 +36,14 @@ def write_sensitivity(show: list[dict[str, Any]], datasets: Sequence[str], metho
     from evichain.report.figures import sensitivity_figure
 
     table = one_at_a_time(show, SWEPT, [(d, m) for d in datasets for m in methods], metrics)
-    table = table[table.groupby("param")["value"].transform("nunique") >= 2]  # swept params only
-    if table.empty:
+    table = table.filter(pl.col("value").n_unique().over("param") >= 2)  # swept params only
+    if table.height == 0:
         raise ValueError("no one-at-a-time sweep found in `dvc exp show` (see README 'Parameters')")
     paths = paths or ReportPaths()
     csv = paths.plot_data("sensitivity")
-    write_text(table.to_csv(index=False, lineterminator="\n"), csv)
+    write_text(table.write_csv(), csv)
     defaults = {k: float(v) for k, v in flatten(params).items() if k in SWEPT}
     folder = paths.root / "sensitivity"
     for m in metrics:
         sensitivity_figure(table, folder / f"{m.replace('@', '')}.png", metric=m, defaults=defaults)
-    return len(table), csv, folder
+    return table.height, csv, folder

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -34,10 +35,10 @@ def _show() -> list[dict]:
 def test_one_at_a_time_keeps_single_changes_and_the_baseline() -> None:
     table = one_at_a_time(_show(), ["evireform.alpha", "evireform.beta"],
                           [("demo", "evireform-full")], ["Recall@5"])
-    alpha = table[table["param"] == "evireform.alpha"].sort_values("value")
-    beta = table[table["param"] == "evireform.beta"].sort_values("value")
-    assert alpha[["value", "score"]].values.tolist() == [[0.25, 0.55], [0.5, 0.60]]
-    assert beta[["value", "score"]].values.tolist() == [[0.5, 0.60], [0.75, 0.65]]
+    alpha = table.filter(pl.col("param") == "evireform.alpha").sort("value")
+    beta = table.filter(pl.col("param") == "evireform.beta").sort("value")
+    assert alpha.select("value", "score").rows() == [(0.25, 0.55), (0.5, 0.60)]
+    assert beta.select("value", "score").rows() == [(0.5, 0.60), (0.75, 0.65)]
     assert "both" not in set(table["experiment"])  # two parameters changed: not on any line
 
 
