@@ -18,15 +18,19 @@ context: it gets one row. 2Wiki: gold-reliable questions only, as in the report.
 
 from __future__ import annotations
 
-import pandas as pd
+import polars as pl
 
-from evichain.io import read_parquet
-from evichain.metrics.qa import _golds, normalize, qa_per_question
+from evichain.io import read_table
+from evichain.metrics.frames import mean
+from evichain.metrics.qa import _golds, normalize, qa_frame
 from evichain.metrics.retrieval import _as_list
 from evichain.paths import DatasetPaths
 from evichain.report.tables import render_plain_markdown
 
 ABSTAIN = "unknown"
+TRACE_SCHEMA: dict[str, type[pl.DataType]] = {
+    "question_id": pl.String, "group": pl.String, "EM": pl.Float64, "F1": pl.Float64,
+    "abstain": pl.Boolean}
 
 
 def context_group(context_ids: list[str], gold_ids: set[str], golds: list[str],
@@ -42,42 +46,46 @@ def context_group(context_ids: list[str], gold_ids: set[str], golds: list[str],
     return "answer not in context"
 
 
-def traces(paths: DatasetPaths, method: str) -> pd.DataFrame:
+def _passage_texts(corpus: pl.DataFrame) -> dict[str, str]:
+    """passage id → ``title text`` of the corpus (a missing title or text read as empty)."""
+    text = pl.concat_str(*(pl.col(c).cast(pl.String).fill_null("") for c in ("title", "text")), separator=" ")
+    return dict(corpus.select(pl.col("passage_id").cast(pl.String), text).iter_rows())
+
+
+def traces(paths: DatasetPaths, method: str) -> pl.DataFrame:
     """Per-question rows: ``question_id``, ``group``, ``EM``, ``F1``, ``abstain``."""
-    questions = read_parquet(paths.questions)
+    questions = read_table(paths.questions)
     if "gold_reliable" in questions.columns:
-        questions = questions[questions["gold_reliable"].fillna(True).astype(bool)]
-    answers = read_parquet(paths.qa(method))
-    scored = qa_per_question(answers, questions).set_index("question_id")
-    corpus = read_parquet(paths.corpus)
-    texts = dict(zip(corpus["passage_id"].astype(str), corpus["title"].astype(str) + " "
-                     + corpus["text"].astype(str), strict=True))
-    by_id = answers.assign(question_id=answers["question_id"].astype(str)).set_index("question_id")
+        questions = questions.filter(pl.col("gold_reliable").fill_null(True).cast(pl.Boolean))
+    answers = read_table(paths.qa(method))
+    scored, _ = qa_frame(answers, questions)
+    scores = {qid: (em, f1) for qid, em, f1 in scored.select("question_id", "EM", "F1").iter_rows()}
+    texts = _passage_texts(read_table(paths.corpus))
+    by_id = {str(r["question_id"]): r for r in answers.iter_rows(named=True)}
     rows = []
-    for q in questions.itertuples():
-        qid = str(q.question_id)
-        if qid not in scored.index:  # no gold answer: excluded by the metric too
+    for q in questions.iter_rows(named=True):
+        qid = str(q["question_id"])
+        if qid not in scores:  # no gold answer: excluded by the metric too
             continue
-        rec = by_id.loc[qid] if qid in by_id.index else None
+        rec = by_id.get(qid)
         ctx = [] if rec is None else [str(p) for p in _as_list(rec["context_passage_ids"])]
-        group = context_group(ctx, {str(p) for p in _as_list(q.gold_passage_ids)},
-                              _golds(q.answers), texts)
+        group = context_group(ctx, {str(p) for p in _as_list(q["gold_passage_ids"])},
+                              _golds(q["answers"]), texts)
         pred = "" if rec is None or not isinstance(rec["prediction"], str) else rec["prediction"]
-        rows.append((qid, group, scored.at[qid, "EM"], scored.at[qid, "F1"],
-                     normalize(pred) == ABSTAIN))
-    return pd.DataFrame(rows, columns=["question_id", "group", "EM", "F1", "abstain"])
+        rows.append((qid, group, *scores[qid], normalize(pred) == ABSTAIN))
+    return pl.DataFrame(rows, schema=TRACE_SCHEMA, orient="row")
 
 
-def summary(per_q: pd.DataFrame, method: str) -> pd.DataFrame:
+def summary(per_q: pl.DataFrame, method: str) -> pl.DataFrame:
     """One row per group (and ``all``): n, EM, F1, abstain %, in points."""
-    groups = sorted(per_q["group"].unique())
-    parts = [("all", per_q), *((g, per_q[per_q["group"] == g]) for g in groups if len(groups) > 1)]
-    return pd.DataFrame([{"method": method, "group": g, "n": len(t),
-                          "EM": round(100 * t["EM"].mean(), 2), "F1": round(100 * t["F1"].mean(), 2),
-                          "abstain %": round(100 * t["abstain"].mean(), 1)} for g, t in parts])
+    groups = sorted(per_q["group"].unique().to_list())
+    parts = [("all", per_q), *((g, per_q.filter(pl.col("group") == g)) for g in groups if len(groups) > 1)]
+    return pl.DataFrame([{"method": method, "group": g, "n": t.height,
+                          "EM": round(100 * mean(t["EM"]), 2), "F1": round(100 * mean(t["F1"]), 2),
+                          "abstain %": round(100 * mean(t["abstain"]), 1)} for g, t in parts])
 
 
 def report(paths: DatasetPaths, methods: list[str]) -> str:
     """Markdown table of :func:`summary` for each of ``methods`` on ``paths``' dataset."""
-    table = pd.concat([summary(traces(paths, m), m) for m in methods], ignore_index=True)
+    table = pl.concat([summary(traces(paths, m), m) for m in methods])
     return render_plain_markdown(table)

@@ -44,12 +44,12 @@ def _fixture(root: Path) -> DatasetPaths:
 
 def test_traces_score_and_flag_abstentions(tmp_path: Path) -> None:
     per_q = traces(_fixture(tmp_path), "m")
-    assert per_q["question_id"].tolist() == ["q1", "q2"]  # q3 has no gold answer: excluded
-    assert per_q["group"].tolist() == ["all gold read", "answer not in context"]
-    assert per_q["EM"].tolist() == [1.0, 0.0] and per_q["abstain"].tolist() == [False, True]
-    rows = summary(per_q, "m").set_index("group")
-    assert rows.loc["all", "n"] == 2 and rows.loc["all", "EM"] == 50.0
-    assert rows.loc["all", "abstain %"] == 50.0 and rows.loc["all gold read", "EM"] == 100.0
+    assert per_q["question_id"].to_list() == ["q1", "q2"]  # q3 has no gold answer: excluded
+    assert per_q["group"].to_list() == ["all gold read", "answer not in context"]
+    assert per_q["EM"].to_list() == [1.0, 0.0] and per_q["abstain"].to_list() == [False, True]
+    rows = {r["group"]: r for r in summary(per_q, "m").iter_rows(named=True)}
+    assert rows["all"]["n"] == 2 and rows["all"]["EM"] == 50.0
+    assert rows["all"]["abstain %"] == 50.0 and rows["all gold read"]["EM"] == 100.0
 
 
 def test_command_prints_one_table_for_all_methods(tmp_path: Path) -> None:
