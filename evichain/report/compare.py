@@ -13,24 +13,24 @@ cells. :func:`group_means` adds both methods' means per group of questions (any 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import polars as pl
 
-from evichain.io import MissingArtifactError
+from evichain.io import read_table
 from evichain.metrics.frames import as_polars
 from evichain.report.ablations import difference_ci, paired_contrasts
 from evichain.report.tables import render_plain_markdown
+
+if TYPE_CHECKING:
+    import pandas as pd  # the questions of `evichain compare-methods` (evichain/cli.py) come as pandas
 
 DEFAULT_METRICS = ("Recall@2", "Recall@5", "Recall@10", "Chain@5", "MAP@10", "nDCG@10")
 
 
 def _table(eval_dir: Path, dataset: str, method: str) -> pl.DataFrame:
     """``<eval_dir>/<dataset>/<method>.parquet``, failing with the path when it is missing."""
-    path = eval_dir / dataset / f"{method}.parquet"
-    if not path.exists():
-        raise MissingArtifactError(f"{path} does not exist: run the stage that produces it first")
-    return pl.read_parquet(path)
+    return read_table(eval_dir / dataset / f"{method}.parquet")
 
 
 def contrast_rows(eval_dir: Path, dataset: str, a: str, b: str, metrics: tuple[str, ...]) -> pl.DataFrame:
