@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
-from evichain.io import read_parquet
+from evichain.io import read_table
 from evichain.paths import DatasetPaths
 
 TEXT_CHARS = 180
@@ -168,7 +168,7 @@ def short(text: Any, limit: int = TEXT_CHARS) -> str:
 
 
 def items(value: Any) -> list[Any]:
-    """A list column's value as a list (parquet gives numpy arrays; None → [])."""
+    """A list column's value as a list (polars gives lists, pandas numpy arrays; None → [])."""
     if value is None:
         return []
     if isinstance(value, np.ndarray):
@@ -479,29 +479,31 @@ class QuestionTrace:
         return len({r.passage_id for r in self.top} & set(self.gold)) / len(self.gold)
 
 
-def _question(files: RunFiles, question_id: str) -> pd.Series:
-    questions = read_parquet(files.paths.questions)
-    match = questions[questions["question_id"].astype(str) == question_id]
-    if match.empty:
-        known = questions["question_id"].astype(str).tolist()
+def _question(files: RunFiles, question_id: str) -> dict[str, Any]:
+    """The row of ``question_id`` in the dataset's questions; a TraceError names the ids."""
+    questions = read_table(files.paths.questions)
+    ids = questions["question_id"].cast(pl.String)
+    match = questions.filter(ids == question_id)
+    if match.height == 0:
         raise TraceError(f"no question {question_id!r} in {files.paths.questions} "
-                         f"({choices(question_id, known, 'question ids')})")
-    return match.iloc[0]
+                         f"({choices(question_id, ids.to_list(), 'question ids')})")
+    return match.row(0, named=True)
+
+
+def _text_map(path: Path, key: str, value: str) -> dict[str, str]:
+    """``key`` → ``value`` (both as text) of the Parquet table at ``path``."""
+    table = read_table(path, columns=[key, value])
+    return dict(table.select(pl.col(key).cast(pl.String), pl.col(value).cast(pl.String)).iter_rows())
 
 
 def _passages(files: RunFiles, gold: set[str]) -> tuple[Passages, dict[str, str]]:
     """The corpus names and the map from the run's passage ids to the corpus's."""
-    corpus = read_parquet(files.paths.corpus, columns=["passage_id", "title"])
-    titles = dict(zip(corpus["passage_id"].astype(str), corpus["title"].astype(str), strict=True))
+    titles = _text_map(files.paths.corpus, "passage_id", "title")
     shown = {p: p for p in titles}
     if files.id_map is not None:
-        id_map = read_parquet(files.id_map)
-        shown = dict(zip(id_map["passage_id"].astype(str), id_map["user_id"].astype(str), strict=True))
+        shown = _text_map(files.id_map, "passage_id", "user_id")
     props_file = files.paths.index_file("propositions.parquet")
-    props = None
-    if props_file.is_file():
-        table = read_parquet(props_file, columns=["prop_id", "text"])
-        props = dict(zip(table["prop_id"].astype(str), table["text"].astype(str), strict=True))
+    props = _text_map(props_file, "prop_id", "text") if props_file.is_file() else None
     to_corpus = {user: pid for pid, user in shown.items()}
     return Passages(titles, shown, gold, props), to_corpus
 
@@ -513,22 +515,22 @@ def question_trace(files: RunFiles, question_id: str, k: int = 10) -> QuestionTr
     q = _question(files, question_id)
     gold = [str(g) for g in items(q.get("gold_passage_ids"))]
     passages, to_corpus = _passages(files, set(gold))
-    run = read_parquet(files.run)
-    rows = run[run["question_id"].astype(str) == question_id].sort_values("rank").head(k)
+    run = read_table(files.run)
+    rows = run.filter(pl.col("question_id").cast(pl.String) == question_id).sort("rank").head(k)
     ids = [to_corpus.get(str(pid), str(pid)) for pid in rows["passage_id"]]
     top = [Ranked(int(r), float(s), pid, pid in gold)
            for r, s, pid in zip(rows["rank"], rows["score"], ids, strict=True)]
-    notes = [] if len(rows) else [f"the run has no rows for {question_id}"]
+    notes = [] if rows.height else [f"the run has no rows for {question_id}"]
     kind, sections = "none", []
     if not files.trace.is_file():
         notes.append(f"no trace table at {files.trace}: only the ranking is shown")
     else:
-        trace = read_parquet(files.trace)
-        hit = trace[trace["question_id"].astype(str) == question_id]
-        if hit.empty:
+        trace = read_table(files.trace)
+        hit = trace.filter(pl.col("question_id").cast(pl.String) == question_id)
+        if hit.height == 0:
             notes.append(f"{files.trace} has no row for {question_id}")
         else:
-            kind, sections = trace_sections(hit.iloc[0].to_dict(), passages, files.label)
+            kind, sections = trace_sections(hit.row(0, named=True), passages, files.label)
     return QuestionTrace(files.label, question_id, str(q["question"]),
                          [str(a) for a in items(q.get("answers"))], gold, kind, sections, top, k,
                          passages, notes)
