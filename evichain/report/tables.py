@@ -18,14 +18,10 @@ import math
 import numbers
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 from evichain.io import write_text
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "Recall@K": "mean over questions of |G ∩ R_K| / |G| (gold passages G, top-K ranking R_K)",
@@ -76,7 +72,7 @@ def format_cells(
 
 
 def render_markdown(
-    df: pl.DataFrame | pd.DataFrame,
+    df: pl.DataFrame,
     *,
     index_name: str = "Method",
     percent: bool = True,
@@ -92,13 +88,12 @@ def render_markdown(
     return _markdown(header, body, align=["---", *["---:"] * len(cells)])
 
 
-def render_csv(df: pl.DataFrame | pd.DataFrame, *, percent: bool = True, decimals: int = 2) -> str:
+def render_csv(df: pl.DataFrame, *, percent: bool = True, decimals: int = 2) -> str:
     """CSV of the displayed values (no markup, N/A passthrough), ``\\n`` line endings; the
-    labels first, under the first column's name (a pandas frame's index name, or ``method``)."""
+    labels first, under the first column's name."""
     labels, columns = _labelled_columns(df, True)
     cells = _formatted(columns, percent, decimals, (), markup=False)
-    name = df.columns[0] if isinstance(df, pl.DataFrame) else (df.index.name or "method")
-    table = pl.DataFrame([pl.Series(name, [str(i) for i in labels], dtype=pl.String),
+    table = pl.DataFrame([pl.Series(df.columns[0], [str(i) for i in labels], dtype=pl.String),
                           *(pl.Series(c, v, dtype=pl.String) for c, v in cells.items())])
     return table.write_csv(line_terminator="\n")
 
@@ -154,11 +149,10 @@ def render_bootstrap_markdown(
     return _markdown(header, body, align=["---", "---", *["---:"] * len(metrics)])
 
 
-def render_plain_markdown(df: pl.DataFrame | pd.DataFrame, *, index_name: str | None = None) -> str:
+def render_plain_markdown(df: pl.DataFrame, *, index_name: str | None = None) -> str:
     """Markdown of ``df`` with cells as they are (no scaling, no marks; null/NaN/None → empty);
-    with ``index_name``, the row labels first under that name (a polars frame's first column, a
-    pandas frame's index); numeric columns right-aligned, others left-aligned; no trailing
-    newline."""
+    with ``index_name``, the row labels (the first column) first under that name; numeric
+    columns right-aligned, others left-aligned; no trailing newline."""
     labels, columns = _labelled_columns(df, index_name is not None)
     header = ([index_name] if index_name else []) + list(columns)
     align = (["---"] if index_name else []) + ["---:" if _numeric(v) else "---" for v in columns.values()]
@@ -168,13 +162,9 @@ def render_plain_markdown(df: pl.DataFrame | pd.DataFrame, *, index_name: str | 
     return "\n".join([_row(header), _row(align), *(_row(r) for r in body)])
 
 
-def _labelled_columns(df: pl.DataFrame | pd.DataFrame, labelled: bool
-                      ) -> tuple[list[object], dict[str, list[object]]]:
-    """Row labels and column name → cells (as Python values): a polars frame's first column is
-    the labels when ``labelled``, the row numbers otherwise; a pandas frame's labels are its
-    index (pandas tables of callers not yet migrated)."""
-    if not isinstance(df, pl.DataFrame):
-        return list(df.index), {str(c): list(df[c]) for c in df.columns}
+def _labelled_columns(df: pl.DataFrame, labelled: bool) -> tuple[list[object], dict[str, list[object]]]:
+    """Row labels and column name → cells (as Python values): the first column is the labels
+    when ``labelled``, the row numbers otherwise."""
     names = df.columns[1:] if labelled else df.columns
     labels = df[df.columns[0]].to_list() if labelled else list(range(df.height))
     return labels, {c: df[c].to_list() for c in names}
