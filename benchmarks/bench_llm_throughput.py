@@ -198,20 +198,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--calls", type=int, default=4, help="requests per cell (at least c)")
     ap.add_argument("--parallel", type=int, default=8, help="llama-server slots")
     ap.add_argument("--out", default="llm_throughput", help="results file stem")
+    ap.add_argument("--run-date", help="with --from-lines: when the stopped run ran")
+    ap.add_argument("--from-lines", type=Path, help="write the results from the JSON lines a "
+                    "stopped run printed (its stdout) instead of running")
+    ap.add_argument("--max-busy", type=float, default=0.1,
+                    help="with --from-lines: leave out cells that began with other processes "
+                         "using more than this share of the CPU")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     params = load_params(Path("params.yaml"))
-    inputs = load_inputs(params.evireform.n_candidates)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, no GPU",
             "model": params.llm.model, "threads": params.llm.local.n_threads,
             "llama-server slots": args.parallel, "requests per cell": f"max({args.calls}, c)",
             "command": "python -m benchmarks.bench_llm_throughput " + " ".join(argv or [])}
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = run_cells(args, inputs, params, Path(tmp))
+    if args.from_lines is not None:
+        rows = [row for row in map(json.loads, filter(
+            lambda line: line.startswith("{"), args.from_lines.read_text().splitlines()))
+            if row["kind"] in args.kinds and row["concurrency"] in args.concurrency]
+        dropped = [r for r in rows if (r["others_busy_before"] or 0.0) > args.max_busy]
+        rows = [r for r in rows if r not in dropped]
+        meta["command"] = (f"python -m benchmarks.bench_llm_throughput --calls {args.calls}, "
+                           f"stopped; the rows it printed ({args.from_lines.name}) of kinds "
+                           f"{', '.join(args.kinds)} written with --from-lines")
+        meta["date"] = args.run_date or meta["date"]
+        meta["left out"] = ", ".join(f"{r['kind']} c={r['concurrency']} {r['backend']} (others "
+                                     f"busy {r['others_busy_before']})" for r in dropped) or "none"
+    else:
+        inputs = load_inputs(params.evireform.n_candidates)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = run_cells(args, inputs, params, Path(tmp))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (RESULTS / f"{args.out}.md").write_text(markdown(rows, meta))

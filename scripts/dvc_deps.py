@@ -4,8 +4,18 @@
     python -m scripts.dvc_deps --write   # rewrite the deps lists of dvc.yaml in place
 
 Static (AST only: nothing of the project is imported, so it runs in a fraction of a second).
-For each stage of ``dvc.yaml`` whose ``cmd`` is ``python -m <project module>``, the expected
-source deps (files under ``evichain/``, ``flows/``, ``stages/``, one entry per file, sorted) are:
+
+The files are listed once per stage *template* (a ``dvc.yaml`` stage, with all its matrix or
+foreach items), on a generated stage ``code_<template>`` that runs ``python -m
+stages.code_digest <template>`` and writes their md5s to ``pipeline/code/<template>.md5``; the
+template lists that digest as its one source dep. DVC thus checks each file once per template,
+not once per stage, and the lock holds each list once (``stages/code_digest.py`` says why).
+``--write`` adds a missing code stage right after its template, removes one whose template is
+gone, and moves a template's own source deps to its code stage.
+
+For each template of ``dvc.yaml`` (a stage whose ``cmd`` is ``python -m <project module>``),
+the expected source deps of its code stage (files under ``evichain/``, ``flows/``,
+``stages/``, one entry per file, sorted; plus the digest module's own) are:
 
 1. the import closure of the module: its imports, transitively, at module level and inside
    functions, absolute and relative, plus every parent package's ``__init__.py``;
@@ -72,9 +82,23 @@ PARAMS_LOADERS: frozenset[str] = frozenset({"load_params", "parse_params"})
 _PYTHON_M = re.compile(r"^\s*python3?\s+-m\s+([\w.]+)")
 
 
+DIGEST_MODULE = "stages.code_digest"
+"""The command of a code stage: ``python -m stages.code_digest <template>``."""
+CODE_PREFIX = "code_"
+"""``code_<template>`` lists the template's source deps and writes its digest."""
+DIGEST_DIR = "pipeline/code"
+"""Where ``code_<template>`` writes ``<template>.md5`` (committed)."""
+
+
+def digest_dep(template: str) -> str:
+    """The one code dep of every stage of ``template``: ``pipeline/code/<template>.md5``."""
+    return f"{DIGEST_DIR}/{template}.md5"
+
+
 def is_source(dep: str) -> bool:
-    """Whether dep path ``dep`` lies under a project package (or is one)."""
-    return dep.split("/")[0] in SOURCE_PACKAGES
+    """Whether dep path ``dep`` stands for project source: a file under a project package (or
+    the package) or a code digest (which stands for the files its code stage lists)."""
+    return dep.split("/")[0] in SOURCE_PACKAGES or dep.startswith(DIGEST_DIR + "/")
 
 
 def dep_path(dep: Any) -> str:
@@ -461,10 +485,24 @@ def _commands(spec: dict[str, Any]) -> list[str]:
     return [cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
 
 
-def stage_deps(dvc: dict[str, Any], params: dict[str, Any], project: Project) -> list[StageDeps]:
-    """Every ``python -m <project module>`` stage of ``dvc`` (a loaded dvc.yaml), in file order."""
-    out: list[StageDeps] = []
+def code_template(stage: str, spec: dict[str, Any]) -> str | None:
+    """The template a code stage digests (its command is ``python -m stages.code_digest <t>``;
+    its name should be ``code_<t>``); None for any other stage."""
+    cmds = _commands(spec)
+    words = cmds[0].split() if len(cmds) == 1 else []
+    if words[:3] not in (["python", "-m", DIGEST_MODULE], ["python3", "-m", DIGEST_MODULE]):
+        return None
+    return words[3] if len(words) == 4 else ""
+
+
+def template_modules(dvc: dict[str, Any], params: dict[str, Any],
+                     project: Project) -> dict[str, tuple[set[str], list[str]]]:
+    """Every template stage (``python -m <project module>``, code stages aside): the modules
+    its command loads, over its ``--method`` values, and the problems found."""
+    out: dict[str, tuple[set[str], list[str]]] = {}
     for stage, spec in (dvc.get("stages") or {}).items():
+        if code_template(stage, spec) is not None:
+            continue
         modules: set[str] = set()
         problems: list[str] = []
         checked = False
@@ -481,11 +519,43 @@ def stage_deps(dvc: dict[str, Any], params: dict[str, Any], project: Project) ->
             loaded, found = project.command_modules(match.group(1), methods, unresolved)
             modules |= loaded
             problems += found
-        if not checked:
-            continue
+        if checked:
+            out[stage] = (modules, problems)
+    return out
+
+
+def stage_deps(dvc: dict[str, Any], params: dict[str, Any], project: Project) -> list[StageDeps]:
+    """Every template stage and code stage of ``dvc`` (a loaded dvc.yaml), in file order.
+
+    A template lists one code dep, its digest (``pipeline/code/<template>.md5``); its code
+    stage ``code_<template>`` lists the files the template's command imports (and the digest
+    module's own)."""
+    stages = dvc.get("stages") or {}
+    templates = template_modules(dvc, params, project)
+    digester = project.closure([DIGEST_MODULE]) if project.module_file(DIGEST_MODULE) else set()
+    out: list[StageDeps] = []
+    for stage, spec in stages.items():
         body = spec.get("do", spec)
         listed = [d for d in map(dep_path, body.get("deps") or []) if is_source(d)]
-        out.append(StageDeps(stage, listed, sorted({project.rel(m) for m in modules}), problems))
+        template = code_template(stage, spec)
+        if template is not None:
+            if stage != CODE_PREFIX + template:
+                out.append(StageDeps(stage, listed, [], [
+                    f"a code stage must be named {CODE_PREFIX}<template> and digest <template>"]))
+                continue
+            if template not in templates:
+                out.append(StageDeps(stage, listed, [], [f"digests {template!r}, which is not a "
+                                                         "python -m stage of dvc.yaml"]))
+                continue
+            modules, problems = templates[template]
+            expected = sorted({project.rel(m) for m in modules | digester})
+            out.append(StageDeps(stage, listed, expected, list(problems)))
+        elif stage in templates:
+            missing = CODE_PREFIX + stage not in stages or code_template(
+                CODE_PREFIX + stage, stages[CODE_PREFIX + stage]) != stage
+            out.append(StageDeps(stage, listed, [digest_dep(stage)], [
+                f"no stage {CODE_PREFIX}{stage} running python -m {DIGEST_MODULE} {stage}"
+                " (python -m scripts.dvc_deps --write adds it)"] if missing else []))
     return out
 
 
@@ -594,13 +664,52 @@ def _rewrite_stage(lines: list[str], span: tuple[int, int], stage: str,
     return [*block[:at + 1], *new_body, *block[end:]]
 
 
+def code_stage_block(template: str) -> list[str]:
+    """A new code stage for ``template`` (its deps are filled in by the rewrite)."""
+    return [f"  {CODE_PREFIX}{template}:",
+            f"    cmd: python -m {DIGEST_MODULE} {template}",
+            "    deps:",
+            f"      - {DIGEST_MODULE.replace('.', '/')}.py",
+            "    outs:",
+            f"      - {digest_dep(template)}:",
+            "          cache: false",
+            "          persist: true"]
+
+
+def with_code_stages(text: str, dvc: dict[str, Any], templates: Iterable[str]) -> str:
+    """``text`` with a code stage right after each template that lacks one, and without the
+    code stages whose template is gone (every other line unchanged)."""
+    stages = dvc.get("stages") or {}
+    templates = set(templates)
+    lines = text.splitlines()
+    spans = _stage_spans(lines)
+    edits: list[tuple[int, int, list[str]]] = []
+    for name, spec in stages.items():
+        template = code_template(name, spec)
+        if template is not None and (template not in templates or name != CODE_PREFIX + template):
+            edits.append((*spans[name], []))
+    for template in templates:
+        if CODE_PREFIX + template in stages:
+            continue
+        start, end = spans[template]
+        while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+            end -= 1  # after the template's last line, before the next stage's comments
+        edits.append((end, end, ["", *code_stage_block(template)]))
+    for start, end, new in sorted(edits, reverse=True):
+        lines[start:end] = new
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
 def rewrite(text: str, root: Path = ROOT, params: dict[str, Any] | None = None) -> str:
     """``text`` (dvc.yaml) with each checked stage's source deps replaced by what its command
     imports; every other line unchanged. A stage with problems (an unknown ``--method``) is a
     :class:`RewriteError`."""
     params = load_params_file(root) if params is None else params
+    original = yaml.safe_load(text) or {}
+    project = Project(root)
+    text = with_code_stages(text, original, template_modules(original, params, project))
     dvc = yaml.safe_load(text) or {}
-    results = stage_deps(dvc, params, Project(root))
+    results = stage_deps(dvc, params, project)
     broken = [s for s in results if s.problems]
     if broken:
         raise RewriteError("cannot compute the deps of:\n" + report(broken))
@@ -615,7 +724,7 @@ def rewrite(text: str, root: Path = ROOT, params: dict[str, Any] | None = None) 
         start, end = spans[s.stage]
         lines[start:end] = _rewrite_stage(lines, (start, end), s.stage, s.expected)
     out = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
-    _same_but_source_deps(dvc, yaml.safe_load(out) or {})
+    _same_but_source_deps(original, yaml.safe_load(out) or {})
     return out
 
 
@@ -625,6 +734,8 @@ def _same_but_source_deps(before: dict[str, Any], after: dict[str, Any]) -> None
         out = dict(doc)
         stages = {}
         for name, spec in (doc.get("stages") or {}).items():
+            if code_template(name, spec) is not None:
+                continue  # code stages are generated
             spec = dict(spec)
             body = dict(spec.get("do", spec))
             if "deps" in body:

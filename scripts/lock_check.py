@@ -7,8 +7,10 @@
 
 A lock entry is *stale* when what it recorded differs from the repository as committed:
 
-* a source dep (a file under ``evichain/``, ``flows/``, ``stages/``, ``scripts/``) whose md5
-  differs from the file now, or which no longer exists;
+* a source dep (a file under ``evichain/``, ``flows/``, ``stages/``, ``scripts/``, or a code
+  digest ``pipeline/code/<template>.md5``, which stands for the files its ``code_<template>``
+  stage lists: ``stages/code_digest.py``) whose md5 differs from the file now, or which no
+  longer exists;
 * its source deps are not the set ``dvc.yaml`` lists for the stage now (an import added or
   removed since; ``dvc.yaml``'s lists are the stages' imports, ``scripts/dvc_deps.py``);
 * a ``params.yaml`` value it recorded that differs now;

@@ -4,7 +4,9 @@
 
 1. A replay cache, ``artifacts/replay/llm-cache.sqlite``, made afresh from every recording in
    ``reproduce/*.sqlite`` (``reproduce/partial/`` is not a complete recording and is left out).
-2. ``dvc repro --single-item`` of the stages ``dvc.lock`` records, in dependency order
+2. ``dvc repro --single-item`` of the code stages (``code_<template>``: the digests of the
+   source files each stage template imports) and of the stages ``dvc.lock`` records, in
+   dependency order
    (``scripts/lock_check.py --recorded``;
    stages never recorded, e.g. variants still waiting for their LLM run, are not started:
    they would need the model), with ``EVICHAIN_LLM_REPLAY=1`` and ``EVICHAIN_LLM_CACHE`` on
@@ -49,6 +51,15 @@ def build_replay_cache(root: Path = ROOT) -> tuple[Path, int, int]:
     rows = cache.count()
     cache.close()
     return path, len(sources), rows
+
+
+def code_stages(root: Path = ROOT) -> list[str]:
+    """Every ``code_<template>`` stage of dvc.yaml (no model, ~1 s each): they write the code
+    digests the recorded stages depend on, so they run first, recorded or not."""
+    from scripts.dvc_deps import CODE_PREFIX
+    from scripts.lock_check import load_yaml
+
+    return [n for n in load_yaml(root / "dvc.yaml").get("stages") or {} if n.startswith(CODE_PREFIX)]
 
 
 def in_order(targets: list[str], root: Path = ROOT) -> list[str]:
@@ -112,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", type=Path, help="write the timing and counts here (JSON)")
     args = parser.parse_args(argv)
     datasets = {d for d in args.datasets.split(",") if d} or None
-    targets = in_order(recorded(ROOT, datasets), ROOT)
+    targets = in_order(code_stages(ROOT) + recorded(ROOT, datasets), ROOT)
     cache, n_files, n_rows = build_replay_cache(ROOT)
     print(f"replay cache {cache.relative_to(ROOT)}: {n_rows} recorded answers from {n_files} "
           f"files; {len(targets)} recorded stages; EVICHAIN_LLM_REPLAY=1 (no model is started)",

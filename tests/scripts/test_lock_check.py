@@ -130,3 +130,21 @@ def test_recorded_stages_of_some_datasets(tmp_path: Path) -> None:
     root = _repo(tmp_path)
     assert recorded(root) == ["run@demo", "run@musique"]
     assert recorded(root, {"musique"}) == ["run@musique"]
+
+
+def test_a_changed_code_digest_makes_its_entries_stale(tmp_path: Path) -> None:
+    """A template's stages depend on its committed code digest (``stages/code_digest.py``):
+    the digest is compared like a source file."""
+    root = _repo(tmp_path)
+    digest = root / "pipeline" / "code" / "run.md5"
+    digest.parent.mkdir(parents=True)
+    digest.write_text(f"{_md5(SOURCE)}  stages/run.py\n")
+    (root / "dvc.yaml").write_text((root / "dvc.yaml").read_text().replace(
+        "- stages/run.py", "- pipeline/code/run.md5"))
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    for entry in lock["stages"].values():
+        entry["deps"][1] = {"path": "pipeline/code/run.md5", "md5": _md5(digest.read_text())}
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock))
+    assert _reasons(root) == {"run@demo": (), "run@musique": ()}
+    digest.write_text(f"{_md5('changed')}  stages/run.py\n")
+    assert _reasons(root)["run@demo"] == ("pipeline/code/run.md5: modified",)
