@@ -14,7 +14,8 @@ Both need a lock that records every stage as up to date, which no machine here h
    lock is written once: the state a finished ``dvc repro`` leaves.
 
 Then ``dvc status`` and ``dvc repro`` (which must report every stage unchanged) are timed,
-``--repeats`` times each after one warm-up. Results: ``benchmarks/results/dvc_noop.{json,md}``.
+``--repeats`` times each after one warm-up. Results: one JSON line per run appended to
+``benchmarks/results/dvc_noop.jsonl``.
 
     .venv/bin/python -m benchmarks.bench_dvc_noop [--dvc-yaml OTHER] [--label L] [--repeats 3]
 """
@@ -54,8 +55,8 @@ def scratch_copy(dest: Path, dvc_yaml: Path | None) -> None:
 
 
 def placeholders(dest: Path) -> tuple[int, int]:
-    """A placeholder for every missing output of every stage; the code digests written.
-    Returns (stages, placeholders made)."""
+    """A placeholder for every missing output of every stage. Returns (stages, placeholders
+    made)."""
     from dvc.repo import Repo
 
     made = 0
