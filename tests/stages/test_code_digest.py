@@ -59,3 +59,14 @@ def test_an_edit_changes_the_digest_an_edit_of_the_digest_module_does_not(projec
 def test_an_unknown_template_names_the_fix(project: Path) -> None:
     with pytest.raises(SystemExit, match="no stage 'code_nope'.*dvc_deps --write"):
         code_digest.main(["nope"])
+
+
+def test_the_digest_names_agree_with_the_deps_tool() -> None:
+    """scripts/dvc_deps.py reads the project by AST only (it imports nothing of it), so it keeps
+    its own copy of the digest folder and the code-stage prefix: they must stay the same."""
+    from scripts import dvc_deps
+
+    assert code_digest.DIGEST_DIR.as_posix() == dvc_deps.DIGEST_DIR
+    assert code_digest.STAGE_PREFIX == dvc_deps.CODE_PREFIX
+    assert code_digest.digest_path("t").as_posix() == dvc_deps.digest_dep("t")
+    assert code_digest.SELF == dvc_deps.DIGEST_MODULE.replace(".", "/") + ".py"
