@@ -24,6 +24,7 @@ from evichain.io import write_json, write_parquet
 from evichain.paths import DatasetPaths
 from evichain.retrieval import fusion_tuning as ft
 from evichain.retrieval.run import run_table
+from stages.code_digest import digest_path, listed_files
 
 ROOT = Path(__file__).resolve().parents[2]
 TUNING = ROOT / "reports" / "tuning"
@@ -161,8 +162,10 @@ def test_dvc_tuning_stages_write_what_their_readers_read() -> None:
     assert all(next(iter(o.values()))["cache"] is False for o in seed["outs"] + fusion["outs"])
     assert [next(iter(o)) for o in fusion["outs"]] == ["reports/tuning/${item.dataset}-fusion.json",
                                                        "reports/tuning/${item.dataset}-fusion.md"]
-    for stage, module in ((seed, "stages/tune_seed_fusion.py"), (fusion, "stages/tune_fusion.py")):
-        assert module in stage["deps"] and "evichain/retrieval/fusion_tuning.py" in stage["deps"]
+    for name, module in (("tune_seed_fusion", "stages/tune_seed_fusion.py"), ("tune_fusion", "stages/tune_fusion.py")):
+        stage, code = stages[name], listed_files(name, stages)
+        assert str(digest_path(name)) in stage["deps"]
+        assert module in code and "evichain/retrieval/fusion_tuning.py" in code
         assert "artifacts/${item.dataset}/runs/evireform-robust.parquet" in stage["deps"]
     fuse_seeds = stages["fuse_seeds"]["do"]
     record = "reports/tuning/2wiki_tune_s-seed_fusion.json"
