@@ -73,13 +73,48 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_parquet(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write ``df`` as Parquet atomically and byte-deterministically (no pandas index)."""
-    table = pa.Table.from_pandas(df, preserve_index=False)
+def write_parquet(df: pd.DataFrame | pl.DataFrame, path: str | Path) -> Path:
+    """Write ``df`` as Parquet atomically and byte-deterministically (no pandas index).
+
+    A polars frame is written with the Arrow types pandas gives the same content
+    (:func:`arrow_table`), so a table moved from pandas to polars keeps its bytes on disk.
+    """
+    table = arrow_table(df) if isinstance(df, pl.DataFrame) else pa.Table.from_pandas(df, preserve_index=False)
     table = table.replace_schema_metadata(None)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd", write_statistics=False)
     return Path(path)
+
+
+def _list_item_type(dtype: pa.DataType) -> pa.DataType:
+    """Inside a list pandas writes ``string`` and ``list`` (32-bit offsets)."""
+    if pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
+        return pa.string()
+    if pa.types.is_large_list(dtype) or pa.types.is_list(dtype):
+        return pa.list_(_list_item_type(dtype.value_type))
+    return dtype
+
+
+def _column_type(dtype: pa.DataType) -> pa.DataType:
+    """A top-level column: ``large_string`` (pandas' Arrow-backed ``str``) and ``list`` with
+    32-bit offsets (pandas' object column of lists); other types are the same in both."""
+    if pa.types.is_string_view(dtype):
+        return pa.large_string()
+    if pa.types.is_large_list(dtype) or pa.types.is_list(dtype):
+        return pa.list_(_list_item_type(dtype.value_type))
+    return dtype
+
+
+def arrow_table(df: pl.DataFrame) -> pa.Table:
+    """``df`` as one-chunk Arrow columns typed as ``pa.Table.from_pandas`` types the same data.
+
+    polars exports ``large_list<large_string>`` where pandas gives ``list<string>``; cast so
+    the Parquet bytes do not depend on which library built the table. Note: polars keeps a
+    float NaN as NaN, while pandas writes it as null; a migrated table must use nulls.
+    """
+    table = df.to_arrow()
+    schema = pa.schema([pa.field(f.name, _column_type(f.type)) for f in table.schema])
+    return table.cast(schema).combine_chunks()
 
 
 class MissingArtifactError(FileNotFoundError):
