@@ -33,6 +33,10 @@ from evichain.metrics.retrieval import _as_list
 if TYPE_CHECKING:
     import pandas as pd
 
+EXCLUDED_KEY = "excluded_no_answer"
+"""The key under which callers pass :func:`qa_frame`'s excluded ids to ``aggregate``
+(counted there as ``n_excluded_no_answer``)."""
+
 SPECIAL_ANSWERS: frozenset[str] = frozenset({"yes", "no", "noanswer"})
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -68,24 +72,11 @@ def _f1_single(pred: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def qa_per_question(preds: pl.DataFrame | pd.DataFrame,
-                    questions: pl.DataFrame | pd.DataFrame) -> pd.DataFrame:
-    """:func:`qa_frame` as pandas (``question_id`` and ``status`` object columns), the excluded
-    ids in ``attrs["excluded_no_answer"]``.
-
-    pandas here only for the callers not yet migrated (flows/evaluate, stages/evaluate), which
-    write the table and read its ``attrs``.
-    """
-    table, excluded = qa_frame(preds, questions)
-    out = table.to_pandas().astype({"question_id": object, "status": object})
-    out.attrs["excluded_no_answer"] = excluded
-    return out
-
-
 def qa_frame(preds: pl.DataFrame | pd.DataFrame,
              questions: pl.DataFrame | pd.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     """EM and F1 per question: columns ``question_id``, ``EM``, ``F1``, ``status``, and the
-    sorted ids of the questions excluded for having no gold answer.
+    sorted ids of the questions excluded for having no gold answer (pass them to
+    :func:`evichain.metrics.retrieval.aggregate` as ``{EXCLUDED_KEY: ids}``).
 
     Every question of ``questions`` with at least one gold answer gets a row (sorted by id).
     ``status`` is the prediction's status; a question without a prediction row gets

@@ -64,9 +64,9 @@ def per_question_metrics(
 ) -> pd.DataFrame:
     """:func:`per_question_frame` as pandas, the excluded ids in ``attrs["excluded_empty_gold"]``.
 
-    pandas here only for the callers not yet migrated (flows/evaluate, flows/user, the tuning
-    loops, stages/evaluate), which write the table and read its ``attrs``.
-    """
+    pandas here only for the callers outside the metrics code not yet migrated (flows/user,
+    flows/evireform, the tuning loops of evichain/retrieval/fusion_tuning and
+    evichain/methods/cee/tuning), which read the table and its ``attrs``."""
     table, excluded = per_question_frame(run, questions, ks)
     out = table.to_pandas()
     out.attrs[EXCLUDED_ATTR] = excluded
@@ -113,7 +113,8 @@ def aggregate(
     Keys: each numeric column but ``question_id`` (``mean_q value_q``, nulls/NaN skipped; 0.0 for
     an empty table), ``n_questions`` (rows averaged), ``n_<key>`` for every ``excluded_*`` list
     (``excluded``, or a pandas table's ``attrs``: ``n_excluded_empty_gold`` from
-    :func:`per_question_metrics`, ``n_excluded_no_answer`` from ``qa_per_question``) and, when a
+    :func:`per_question_frame` / :func:`per_question_metrics`, ``n_excluded_no_answer`` from
+    :func:`evichain.metrics.qa.qa_frame`) and, when a
     ``status`` column is present (QA tables), ``n_failed`` = rows whose status is not ``"ok"``.
     ``attrs`` do not survive :func:`evichain.io.write_parquet`: aggregate the in-memory table.
     """

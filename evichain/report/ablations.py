@@ -83,20 +83,21 @@ CEE_CONTRASTS: tuple[tuple[str, str, str], ...] = (
     ("full - dense", "cee-full", "dense"), ("full - BM25", "cee-full", "bm25"))
 
 
-def pool_analysis(traces: pd.DataFrame, question_ids: Iterable[str] | None = None) -> dict[str, Any]:
+def pool_analysis(traces: pl.DataFrame, question_ids: Iterable[str] | None = None) -> dict[str, Any]:
     """Tables A.3 / A.4, selection survival and tokens of one EviReform trace, as JSON.
 
-    ``question_ids`` restricts every table to the evaluated questions (2Wiki: gold-reliable).
-    pandas: the trace comes from stages/evaluate and goes to
-    :mod:`evichain.methods.evireform.coverage`, both pandas (not migrated yet).
+    ``question_ids`` restricts every table to the evaluated questions (2Wiki: gold-reliable),
+    rows kept in trace order. The tables are :mod:`evichain.methods.evireform.coverage`'s, which
+    computes on pandas (not migrated yet): the kept rows are converted at that call only.
     """
-    ids = None if question_ids is None else set(map(str, question_ids))
-    kept = traces if ids is None else traces[traces["question_id"].astype(str).isin(ids)]
-    return {"questions": len(kept),
-            "coverage": coverage_table(kept).to_dict("records"),
-            "transitions": transition_table(kept).to_dict("records")[0],
-            "selection": selection_table(kept).to_dict("records")[0],
-            "tokens": token_table(kept).to_dict("records")[0]}
+    ids = None if question_ids is None else list(dict.fromkeys(map(str, question_ids)))
+    kept = traces if ids is None else traces.filter(pl.col("question_id").cast(pl.String).is_in(ids))
+    frame = kept.to_pandas()
+    return {"questions": kept.height,
+            "coverage": coverage_table(frame).to_dict("records"),
+            "transitions": transition_table(frame).to_dict("records")[0],
+            "selection": selection_table(frame).to_dict("records")[0],
+            "tokens": token_table(frame).to_dict("records")[0]}
 
 
 def evireform_ablation(metrics: Mapping[str, Json],

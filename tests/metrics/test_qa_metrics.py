@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pandas as pd
+import polars as pl
 import pytest
 
-from evichain.metrics.qa import exact_match, f1, normalize, qa_per_question
+from evichain.metrics.qa import EXCLUDED_KEY, exact_match, f1, normalize, qa_frame
 from evichain.metrics.retrieval import aggregate
 
 
@@ -56,33 +56,34 @@ def test_unknown_and_empty_are_ordinary_wrong_answers() -> None:
     assert exact_match("Paris", []) == 0.0 and f1("Paris", []) == 0.0
 
 
-def test_qa_per_question_failed_and_missing_score_zero() -> None:
-    questions = pd.DataFrame(
+def test_qa_frame_failed_and_missing_score_zero() -> None:
+    questions = pl.DataFrame(
         {
             "question_id": ["q1", "q2", "q3", "q4", "q5"],
             "answers": [["Paris", "City of Light"], ["yes"], ["Rome"], ["Oslo"], []],
         }
     )
-    preds = pd.DataFrame(
+    preds = pl.DataFrame(
         {
             "question_id": ["q1", "q2", "q3"],
             "prediction": ["the city of light", "no", "Rome"],
             "status": ["ok", "ok", "failed"],
         }
     )
-    table = qa_per_question(preds, questions).set_index("question_id")
-    assert table.loc["q1", "EM"] == 1.0 and table.loc["q1", "F1"] == 1.0
-    assert table.loc["q2", "F1"] == 0.0
-    assert table.loc["q3", "EM"] == 0.0 and table.loc["q3", "status"] == "failed"
-    assert table.loc["q4", "status"] == "missing" and table.loc["q4", "F1"] == 0.0
-    assert table.attrs["excluded_no_answer"] == ["q5"]
-    agg = aggregate(table.reset_index())
+    table, excluded = qa_frame(preds, questions)
+    row = {r["question_id"]: r for r in table.iter_rows(named=True)}
+    assert row["q1"]["EM"] == 1.0 and row["q1"]["F1"] == 1.0
+    assert row["q2"]["F1"] == 0.0
+    assert row["q3"]["EM"] == 0.0 and row["q3"]["status"] == "failed"
+    assert row["q4"]["status"] == "missing" and row["q4"]["F1"] == 0.0
+    assert excluded == ["q5"]
+    agg = aggregate(table, {EXCLUDED_KEY: excluded})
     assert agg["n_questions"] == 4 and agg["n_failed"] == 2 and agg["n_excluded_no_answer"] == 1
     assert agg["EM"] == pytest.approx(0.25)
 
 
 def test_repeated_prediction_rejected() -> None:
-    preds = pd.DataFrame({"question_id": ["q1", "q1"], "prediction": ["a", "b"], "status": "ok"})
-    questions = pd.DataFrame({"question_id": ["q1"], "answers": [["a"]]})
+    preds = pl.DataFrame({"question_id": ["q1", "q1"], "prediction": ["a", "b"], "status": "ok"})
+    questions = pl.DataFrame({"question_id": ["q1"], "answers": [["a"]]})
     with pytest.raises(ValueError, match="repeats"):
-        qa_per_question(preds, questions)
+        qa_frame(preds, questions)

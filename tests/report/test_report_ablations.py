@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.metrics.bootstrap import paired_difference_ci, resample_indices, seed_for
@@ -57,8 +58,8 @@ def test_contrast_needs_both_cells() -> None:
     assert evireform_section("toy", {}, {}, 100) == ""
 
 
-def _trace() -> pd.DataFrame:
-    return pd.DataFrame({
+def _trace() -> pl.DataFrame:
+    return pl.DataFrame({
         "question_id": ["q1", "q2", "q3"], "n_gold": [2, 2, 2],
         "c0_gold": [2, 1, 0], "cplus_gold": [2, 2, 0], "c0_complete": [True, False, False],
         "cplus_complete": [True, True, False], "gold_in_candidates": [2, 1, 1],
