@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -36,9 +36,6 @@ from evichain.metrics.bootstrap import (
     seed_for,
 )
 from evichain.report.tables import ci_text, render_plain_markdown
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 Json = Mapping[str, Any]
 
@@ -115,7 +112,7 @@ CONTRAST_SCHEMA: dict[str, type[pl.DataType]] = {
     "ci_high": pl.Float64}  # fmt: skip
 
 
-def paired_contrasts(per_q: Mapping[str, pl.DataFrame | pd.DataFrame], dataset: str,
+def paired_contrasts(per_q: Mapping[str, pl.DataFrame], dataset: str,
                      contrasts: Sequence[tuple[str, str, str]], columns: Sequence[str],
                      n_resamples: int = 10_000) -> pl.DataFrame:
     """Each contrast ``(name, a, b)``: both means and ``mean(a − b)`` in points with its paired

@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from evichain.io import read_json
 from evichain.metrics.bootstrap import bootstrap_table
-from evichain.metrics.frames import as_polars
 from evichain.report.ablations import CEE_CONTRASTS, EVIREFORM_CELLS, cee_section, evireform_section
 from evichain.report.families import UNRANKED
 from evichain.report.tables import (
@@ -27,9 +26,6 @@ from evichain.report.tables import (
     render_markdown,
     render_plain_markdown,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → method → metrics JSON
 RawMetrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # dataset → file stem → JSON
@@ -253,7 +249,7 @@ def missing_tables_line(dataset: str, evaluated: Sequence[str], tables: Mapping[
             f"<method>.parquet`; re-run their evaluate stage): {', '.join(f'`{m}`' for m in missing)}.")
 
 
-def bootstrap_section(tables: Mapping[str, pl.DataFrame | pd.DataFrame], dataset: str, reference: str,
+def bootstrap_section(tables: Mapping[str, pl.DataFrame], dataset: str, reference: str,
                       metrics: Sequence[str], n_resamples: int, evaluated: Sequence[str] = ()
                       ) -> tuple[str, pl.DataFrame]:
     """Paired-bootstrap CIs for one dataset (Table A.1 shape) from its per-question tables
@@ -290,13 +286,12 @@ def _ci_matrix(scores: pl.DataFrame) -> pl.DataFrame:
         return_dtype=pl.String).alias(m) for m in table.columns[1:])
 
 
-def without_unranked_recall(per_q: Mapping[str, pl.DataFrame | pd.DataFrame]) -> dict[str, pl.DataFrame]:
-    """The per-question tables (as polars) without the ranking metrics of :data:`NO_RANKING`
+def without_unranked_recall(per_q: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The per-question tables without the ranking metrics of :data:`NO_RANKING`
     methods (N/A in the main table, so no CI either); a method left with no metric column is
     dropped."""
     out = {}
-    for method, frame in per_q.items():
-        table = as_polars(frame)
+    for method, table in per_q.items():
         if method in NO_RANKING:
             table = table.select(c for c in table.columns if not c.startswith(("Recall@", "Chain@", "Hit@")))
         if table.width > 1:

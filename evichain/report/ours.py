@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import polars as pl
 
+from evichain.metrics.frames import as_polars
 from evichain.report.ablations import difference_ci, paired_contrasts
 from evichain.report.tables import render_plain_markdown
 
@@ -38,7 +39,11 @@ def difference_frame(per_q: Mapping[str, pl.DataFrame | pd.DataFrame], dataset: 
                      ours: Sequence[str], comparators: Sequence[str], metrics: Sequence[str],
                      n_resamples: int) -> pl.DataFrame:
     """One row per (variant, comparator, metric) with both tables: the paired Δ and its CI
-    (:func:`~evichain.report.ablations.paired_contrasts` on the pair's common questions)."""
+    (:func:`~evichain.report.ablations.paired_contrasts` on the pair's common questions).
+
+    pandas tables are accepted for the caller outside the report that passes them
+    (tests/methods/evireform) and converted here, once (:func:`as_polars`)."""
+    per_q = {m: as_polars(t) for m, t in per_q.items()}
     parts = [paired_contrasts({v: per_q[v], c: per_q[c]}, dataset, [(f"{v} − {c}", v, c)],
                               metrics, n_resamples)
              for v in ours if v in per_q

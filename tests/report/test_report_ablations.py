@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import polars as pl
 import pytest
 
@@ -22,8 +21,8 @@ CELLS = {"evireform-base": [0.5, 0.5, 1.0, 0.0], "evireform-prop_only": [0.5, 1.
          "evireform-reform_only": [1.0, 0.5, 1.0, 0.5], "evireform-full": [1.0, 1.0, 1.0, 0.5]}
 
 
-def _per_q() -> dict[str, pd.DataFrame]:
-    return {m: pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "Recall@5": v})
+def _per_q() -> dict[str, pl.DataFrame]:
+    return {m: pl.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "Recall@5": v})
             for m, v in CELLS.items()}
 
 
@@ -97,7 +96,7 @@ def test_controls_panel_contrasts_full_against_each_control_that_ran() -> None:
     control = [1.0, 0.5, 0.5, 0.0]                         # full - control = (0, .5, .5, .5)
     metrics["evireform-repeat_question"] = {"Recall@2": 0.5, "Recall@5": 0.5, "Chain@5": 0.5,
                                             "n_questions": 4}
-    per_q["evireform-repeat_question"] = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"],
+    per_q["evireform-repeat_question"] = pl.DataFrame({"question_id": ["q1", "q2", "q3", "q4"],
                                                        "Recall@5": control})
     lines = evireform_controls(metrics, per_q, "toy", 300)
     md = "\n".join(lines)
@@ -146,7 +145,7 @@ def test_cee_section_names_a_machine_restriction_as_such(restricted: bool) -> No
 def test_cee_section_contrasts_full_against_each_ablation_and_the_baselines() -> None:
     values = {"cee-full": [1.0, 1.0, 0.5, 1.0], "cee-no_sequential": [0.5, 0.5, 0.5, 1.0],
               "cee-no_coverage": [1.0, 1.0, 0.5, 1.0], "dense": [0.0, 0.5, 0.5, 0.5]}
-    per_q = {m: pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "Recall@10": v})
+    per_q = {m: pl.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "Recall@10": v})
              for m, v in values.items()}
     metrics = {m: {"Recall@10": float(np.mean(v)), "n_questions": 4} for m, v in values.items()}
     md = cee_section("toy", metrics, per_q, 200)
