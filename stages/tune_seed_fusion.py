@@ -34,6 +34,7 @@ from stages._tuning import TUNING_DIR, require_tuning_dataset
 
 if TYPE_CHECKING:
     import pandas as pd
+    import polars as pl
 
     from evichain.config import Params
     from evichain.paths import DatasetPaths
@@ -42,13 +43,14 @@ app = typer.Typer(add_completion=False)
 
 
 def load_run(params: Params, paths: DatasetPaths, name: str,
-             usage: dict[str, Any]) -> pd.DataFrame:
-    """The stored run, or ``cee-robust`` / ``proprag`` computed here (module docstring); the
-    LLM usage of a computed run goes into ``usage[name]``."""
-    from evichain.io import read_parquet
+             usage: dict[str, Any]) -> pl.DataFrame | pd.DataFrame:
+    """The stored run (polars), or ``cee-robust`` / ``proprag`` computed here (the methods' run
+    table, pandas; module docstring); the LLM usage of a computed run goes into
+    ``usage[name]``."""
+    from evichain.io import read_table
 
     if paths.run(name).exists():
-        return read_parquet(paths.run(name))
+        return read_table(paths.run(name))
     from flows.method import run_method
 
     if name == "cee-robust":
@@ -66,14 +68,14 @@ def main(dataset: str = typer.Option(...),
          params_file: Path = typer.Option(Path("params.yaml"), "--params")) -> None:
     def body() -> dict[str, object]:
         from evichain.config import load_params
-        from evichain.io import read_parquet, write_json, write_text
+        from evichain.io import read_table, write_json, write_text
         from evichain.paths import DatasetPaths
         from evichain.retrieval import fusion_tuning as ft
 
         params = load_params(params_file)
         require_tuning_dataset(params, dataset)
         paths = DatasetPaths(dataset)
-        questions = read_parquet(paths.questions)
+        questions = read_table(paths.questions)
         depth, gamma, names = params.fusion.depth, params.cee.bridge_inherit, list(ft.SEED_RUNS)
         usage: dict[str, Any] = {}
         runs = {name: load_run(params, paths, name, usage) for name in [*names, *explore]}

@@ -20,20 +20,27 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from evichain.metrics.cost import token_columns
+from evichain.metrics.frames import as_polars
 from evichain.retrieval.params import FusionParams
 from evichain.retrieval.run import RUN_COLUMNS, run_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SEEDS_FUSED = "seeds-fused"
 """The name of the fused run of the seed-fusion tuning record (``fuse_seeds`` stage, ``fused``
 method)."""
 
+_TOKEN_KINDS = ("prompt_tokens", "completion_tokens")
 
-def scaled_scores(run: pd.DataFrame, name: str) -> pd.DataFrame:
+
+def scaled_scores(run: pl.DataFrame | pd.DataFrame, name: str) -> pl.DataFrame:
     """``question_id, passage_id, rank, scaled``: s(q, p) / max_p' s(q, p') (0 where the max is 0).
 
     Raises ValueError naming the run when a score is negative or not finite (max-scaling
@@ -41,56 +48,86 @@ def scaled_scores(run: pd.DataFrame, name: str) -> pd.DataFrame:
     missing = [c for c in RUN_COLUMNS if c not in run.columns]
     if missing:
         raise ValueError(f"run {name!r}: missing columns {missing}")
-    scores = run["score"].astype("float64")
-    if not np.isfinite(scores.to_numpy()).all() or (scores < 0).any():
+    table = as_polars(run)
+    scores = table["score"].cast(pl.Float64).to_numpy()  # a null score reads as NaN
+    if not np.isfinite(scores).all() or (scores < 0).any():
         raise ValueError(f"run {name!r}: scores must be finite and >= 0 for max-scaling")
-    top = scores.groupby(run["question_id"]).transform("max")
-    scaled = (scores / top.where(top > 0)).fillna(0.0)
-    return pd.DataFrame({"question_id": run["question_id"], "passage_id": run["passage_id"],
-                         "rank": run["rank"].astype("int64"), "scaled": scaled})
+    score = pl.col("score").cast(pl.Float64)
+    top = score.max().over("question_id")
+    return table.select("question_id", "passage_id", pl.col("rank").cast(pl.Int64),
+                        pl.when(top > 0).then(score / top).otherwise(0.0).alias("scaled"))
 
 
-def score_fusion(runs: Mapping[str, pd.DataFrame], weights: Mapping[str, float],
-                 depth: int) -> pd.DataFrame:
-    """The fused run table (module docstring): Σ_m w_m · max-scaled s_m, top ``depth`` per question.
+def fused_scores(runs: Mapping[str, pl.DataFrame | pd.DataFrame],
+                 weights: Mapping[str, float]) -> pl.DataFrame:
+    """``question_id, passage_id, score, best_rank`` per pair in any run, in order of first
+    appearance (runs in ``runs`` order): score = Σ_m w_m · max-scaled s_m (the sum in run
+    order), best_rank = min_m rank_m."""
+    parts = [scaled_scores(run, name).with_columns(pl.col("scaled") * float(weights[name]))
+             for name, run in runs.items()]
+    return (pl.concat(parts, how="vertical_relaxed")
+            .group_by(["question_id", "passage_id"], maintain_order=True)
+            .agg(pl.col("scaled").sum().alias("score"), pl.col("rank").min().alias("best_rank")))
 
-    Every question of any run is kept; ``weights`` must name exactly the runs, each ≥ 0."""
+
+def fused_rows(runs: Mapping[str, pl.DataFrame | pd.DataFrame], weights: Mapping[str, float],
+               depth: int) -> list[tuple[str, int, str, float]]:
+    """The fused run's ``(question_id, rank, passage_id, score)`` rows (module docstring):
+    Σ_m w_m · max-scaled s_m, top ``depth`` per question.
+
+    Order: question_id ascending, then score descending, best rank ascending, passage id
+    ascending (a total order, so no tie is left to the sort); rank = 1 + position in the
+    question. Every question of any run is kept; ``weights`` must name exactly the runs, each
+    ≥ 0."""
     if set(runs) != set(weights):
         raise ValueError(f"weights name {sorted(weights)} but the runs are {sorted(runs)}")
     if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
         raise ValueError(f"fusion weights must be >= 0 with a positive sum, got {dict(weights)}")
-    parts = []
-    for name, run in runs.items():
-        part = scaled_scores(run, name)
-        part["scaled"] *= float(weights[name])
-        parts.append(part)
-    both = pd.concat(parts, ignore_index=True)
-    fused = both.groupby(["question_id", "passage_id"], sort=False).agg(
-        score=("scaled", "sum"), best_rank=("rank", "min")).reset_index()
-    fused = fused.sort_values(["question_id", "score", "best_rank", "passage_id"],
-                              ascending=[True, False, True, True], kind="mergesort")
-    fused = fused.groupby("question_id", sort=False).head(depth)
-    fused["rank"] = fused.groupby("question_id", sort=False).cumcount() + 1
-    rows = list(fused[RUN_COLUMNS].itertuples(index=False, name=None))
-    return run_table(rows)
+    position = pl.int_range(pl.len()).over("question_id")
+    fused = (fused_scores(runs, weights)
+             .sort(["question_id", "score", "best_rank", "passage_id"],
+                   descending=[False, True, False, False], maintain_order=True)
+             .filter(position < depth)
+             .with_columns((position + 1).alias("rank")))
+    return fused.select(RUN_COLUMNS).rows()
 
 
-def fused_trace(traces: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+def score_fusion(runs: Mapping[str, pl.DataFrame | pd.DataFrame], weights: Mapping[str, float],
+                 depth: int) -> pd.DataFrame:
+    """The fused run table of :func:`fused_rows`, as a :func:`~evichain.retrieval.run.run_table`
+    (the run type every method and stage reads)."""
+    return run_table(fused_rows(runs, weights, depth))
+
+
+def trace_tokens(name: str, trace: pl.DataFrame | pd.DataFrame) -> pl.DataFrame:
+    """``question_id, <name>_prompt_tokens, <name>_completion_tokens`` of one run's trace: per
+    row, the sum of its columns ending in that kind (missing counts as 0; 0 where it has none)."""
+    cols = token_columns(trace)
+    table = as_polars(trace[["question_id", *cols]])  # only these: the rest may not convert
+    sums = []
+    for kind in _TOKEN_KINDS:
+        mine = [pl.col(c).fill_nan(0) if table.schema[c].is_float() else pl.col(c)
+                for c in cols if c.endswith(kind)]
+        total = pl.sum_horizontal([m.fill_null(0) for m in mine]) if mine else pl.lit(0)
+        sums.append(total.cast(pl.Int64).alias(f"{name}_{kind}"))
+    return table.select("question_id", *sums)
+
+
+def fused_trace(traces: Mapping[str, pl.DataFrame | pd.DataFrame]) -> pl.DataFrame:
     """Per question, the LLM tokens each fused run spent: ``<run>_prompt_tokens`` and
     ``<run>_completion_tokens`` = the row sums of that run's token columns
     (:mod:`evichain.metrics.cost` convention), so the fused method's cost is the sum of its
-    runs' (a run without a trace, or without token columns, spent none)."""
-    parts = []
-    for name, trace in traces.items():
-        cols = token_columns(trace)
-        out = pd.DataFrame({"question_id": trace["question_id"]})
-        for kind in ("prompt_tokens", "completion_tokens"):
-            mine = [c for c in cols if str(c).endswith(kind)]
-            out[f"{name}_{kind}"] = trace[mine].fillna(0).sum(axis=1).astype("int64") if mine else 0
-        parts.append(out.set_index("question_id"))
+    runs' (a run without a trace, or without token columns, spent none).
+
+    Questions: those of the first trace in its order, then each later trace's new ones (an
+    outer join); a question absent from a trace has 0 tokens there."""
+    parts = [trace_tokens(name, trace) for name, trace in traces.items()]
     if not parts:
-        return pd.DataFrame({"question_id": pd.Series(dtype="str")})
-    return pd.concat(parts, axis=1).fillna(0).astype("int64").reset_index()
+        return pl.DataFrame(schema={"question_id": pl.String})
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.join(part, on="question_id", how="full", coalesce=True, maintain_order="left_right")
+    return out.with_columns(pl.exclude("question_id").fill_null(0).cast(pl.Int64))
 
 
 def record_fusion(path: Path, name: str = SEEDS_FUSED) -> FusionParams:

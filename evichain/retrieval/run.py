@@ -2,6 +2,10 @@
 
 Ties are broken by the stored passage order (the corpus row order), as EviReform C.1
 prescribes, so a run is a deterministic function of the scores.
+
+:func:`run_table` is pandas: every method, flow and stage reads that type (it is the
+methods' boundary); :func:`run_rows` is the same table in polars, for the code that computes
+on runs (fusion).
 """
 
 from __future__ import annotations
@@ -10,8 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import polars as pl
 
 RUN_COLUMNS = ["question_id", "rank", "passage_id", "score"]
+RUN_SCHEMA = pl.Schema({"question_id": pl.String, "rank": pl.Int32, "passage_id": pl.String,
+                        "score": pl.Float64})
+"""The dtypes of a run table in polars (those of :func:`run_table` once written)."""
 
 
 def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
@@ -50,6 +58,13 @@ def run_table(rows: list[tuple[str, int, str, float]] | list[list[object]]) -> p
     return pd.DataFrame(rows, columns=RUN_COLUMNS).astype({"rank": "int32", "score": "float64"})
 
 
-def format_passages(corpus: pd.DataFrame, template: str) -> list[str]:
-    """Passage texts for indexing, e.g. ``"{title}\\n{text}"``."""
+def run_rows(rows: Sequence[tuple[str, int, str, float]]) -> pl.DataFrame:
+    """A polars run table (:data:`RUN_SCHEMA`) from ``(question_id, rank, passage_id, score)``
+    rows, in their order."""
+    return pl.DataFrame(list(rows), schema=RUN_SCHEMA, orient="row", strict=False)
+
+
+def format_passages(corpus: pl.DataFrame | pd.DataFrame, template: str) -> list[str]:
+    """Passage texts for indexing, e.g. ``"{title}\\n{text}"``: ``template`` filled with each
+    row's ``title`` and ``text``, in row order."""
     return [template.format(title=t, text=x) for t, x in zip(corpus["title"], corpus["text"])]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 import pytest
 import yaml
 
@@ -61,14 +62,30 @@ def test_bad_scores_and_weights_name_the_problem() -> None:
 
 
 def test_fused_trace_carries_every_runs_tokens_per_question() -> None:
-    a = pd.DataFrame({"question_id": ["q1", "q2"], "sel_prompt_tokens": [100, 50],
+    a = pl.DataFrame({"question_id": ["q1", "q2"], "sel_prompt_tokens": [100, 50],
                       "ref_completion_tokens": [5, 5], "status": ["ok", "ok"]})
-    b = pd.DataFrame({"question_id": ["q2", "q1"], "prompt_tokens": [0, 0], "completion_tokens": [0, 0]})
-    trace = fused_trace({"a": a, "b": b}).set_index("question_id")
-    assert trace.loc["q1"].to_dict() == {"a_prompt_tokens": 100, "a_completion_tokens": 5,
-                                         "b_prompt_tokens": 0, "b_completion_tokens": 0}
-    assert tokens_per_question(trace.reset_index()) == tokens_per_question(a)  # b is LLM-free
-    assert list(fused_trace({}).columns) == ["question_id"]
+    b = pl.DataFrame({"question_id": ["q2", "q1"], "prompt_tokens": [0, 0], "completion_tokens": [0, 0]})
+    trace = fused_trace({"a": a, "b": b})
+    assert trace["question_id"].to_list() == ["q1", "q2"]  # the first trace's order
+    assert trace.row(0, named=True) == {"question_id": "q1", "a_prompt_tokens": 100,
+                                        "a_completion_tokens": 5, "b_prompt_tokens": 0,
+                                        "b_completion_tokens": 0}
+    assert tokens_per_question(trace) == tokens_per_question(a)  # b is LLM-free
+    assert fused_trace({}).columns == ["question_id"]
+
+
+def test_fused_trace_joins_questions_and_fills_missing_tokens() -> None:
+    """An outer join in first-seen order (the pandas ``concat(axis=1)`` order it replaced); a
+    question missing from a trace, or a null / NaN token cell, counts 0; pandas traces too."""
+    a = pd.DataFrame({"question_id": ["q2", "q1"], "prompt_tokens": [3.0, float("nan")],
+                      "completion_tokens": [1, 2]})
+    b = pl.DataFrame({"question_id": ["q3", "q1"], "x_prompt_tokens": [None, 4]})
+    trace = fused_trace({"a": a, "b": b})
+    assert trace.to_dict(as_series=False) == {
+        "question_id": ["q2", "q1", "q3"], "a_prompt_tokens": [3, 0, 0],
+        "a_completion_tokens": [1, 2, 0], "b_prompt_tokens": [0, 4, 0],
+        "b_completion_tokens": [0, 0, 0]}
+    assert all(t == pl.Int64 for t in trace.schema.dtypes()[1:])
 
 
 def test_params_validate_the_fusion_block() -> None:
@@ -104,15 +121,15 @@ def test_fusion_flow_reads_stored_runs_and_names_a_missing_one(tmp_path: Path) -
         paths[name] = tmp_path / f"{name}.parquet"
         write_parquet(run, paths[name])
     trace = tmp_path / "a-trace.parquet"
-    write_parquet(pd.DataFrame({"question_id": ["q1", "q2"], "sel_prompt_tokens": [100, 50],
+    write_parquet(pl.DataFrame({"question_id": ["q1", "q2"], "sel_prompt_tokens": [100, 50],
                                 "sel_completion_tokens": [10, 5], "ref_prompt_tokens": [7, 0]}), trace)
     llm_free = tmp_path / "b-trace.parquet"  # an LLM-free run's trace: no token columns
-    write_parquet(pd.DataFrame({"question_id": ["q1"], "n_paths": [3]}), llm_free)
+    write_parquet(pl.DataFrame({"question_id": ["q1"], "n_paths": [3]}), llm_free)
     params = FusionParams(name="ab", runs=["a", "b"], weights=[0.5, 0.5], depth=3)
     fused, tokens = fusion_flow(paths, params, {"a": trace, "b": llm_free})
     expected = score_fusion({n: read_parquet(p) for n, p in paths.items()}, params.weight_of(), 3)
     pd.testing.assert_frame_equal(fused.reset_index(drop=True), expected.reset_index(drop=True))
-    assert tokens.to_dict("list") == {"question_id": ["q1", "q2"], "a_prompt_tokens": [107, 50],
+    assert tokens.to_dict(as_series=False) == {"question_id": ["q1", "q2"], "a_prompt_tokens": [107, 50],
                                       "a_completion_tokens": [10, 5], "b_prompt_tokens": [0, 0],
                                       "b_completion_tokens": [0, 0]}
     with pytest.raises(FileNotFoundError, match="trace of 'b' not found"):
@@ -129,10 +146,10 @@ def test_tune_script_grid_spans_both_runs_and_picks_the_middle_of_ties() -> None
                               "gold_passage_ids": [["p3", "p4"]], "gold_reliable": [True]})
     runs = _runs()
     table = tune.grid(runs["a"], runs["b"], questions, depth=2)
-    assert table["w (robust)"].tolist() == list(tune.GRID)
+    assert table["w (robust)"].to_list() == list(tune.GRID)
     # top 2 of w = 0 is run b's (gold p3, p4), of w = 1 run a's (p1, p2: no gold)
-    assert table.iloc[0]["Recall@5"] == 100.0 and table.iloc[-1]["Recall@5"] == 0.0
-    tied = pd.DataFrame({"w (robust)": [0.2, 0.3, 0.4, 0.6], "Recall@5": [1, 2, 2, 2],
+    assert table["Recall@5"][0] == 100.0 and table["Recall@5"][-1] == 0.0
+    tied = pl.DataFrame({"w (robust)": [0.2, 0.3, 0.4, 0.6], "Recall@5": [1, 2, 2, 2],
                          "Chain@5": [0, 0, 0, 0]})
     assert tune.choose(tied) == 0.4
 
@@ -153,8 +170,8 @@ def test_params_yaml_fusion_weights_are_the_recorded_tuning_choice() -> None:
         assert rec["dataset"] in P.tuning_datasets
         assert rec["n_questions"] == P.data.samples[rec["dataset"]].n_questions
         assert rec["rule"] == tune.RULE and rec["grid"] == list(tune.GRID)
-        rows = pd.DataFrame(rec["rows"])
-        assert rows["w (robust)"].tolist() == list(tune.GRID)
+        rows = pl.DataFrame(rec["rows"])
+        assert rows["w (robust)"].to_list() == list(tune.GRID)
         assert tune.choose(rows) == rec["chosen_w"]
         assert P.fusion.weights == pytest.approx([rec["chosen_w"], 1.0 - rec["chosen_w"]])
     md = records[0].with_suffix(".md").read_text()
@@ -211,7 +228,7 @@ def test_seed_fusion_record_follows_its_rule_on_the_whole_tuning_sample() -> Non
     assert rec["rule"] == tune.RULE and rec["grid"] == list(tune.GRID)
     assert rec["runs"] == list(tune.SEED_RUNS) and rec["depth"] == P.fusion.depth
     assert rec["bridge_inherit"] == pytest.approx(P.cee.bridge_inherit)
-    rows = pd.DataFrame(rec["rows"])
-    assert rows[tune.SEED_LABELS[0]].tolist() == list(tune.GRID)
+    rows = pl.DataFrame(rec["rows"])
+    assert rows[tune.SEED_LABELS[0]].to_list() == list(tune.GRID)
     assert tune.choose(rows, tune.SEED_LABELS[0]) == rec["chosen_w"]
     assert f"**w = {rec['chosen_w']}**" in SEED_RECORD.with_suffix(".md").read_text()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -120,9 +121,9 @@ def test_fusion_stage_runs_proprag_and_records_the_params_weights(
     assert md.startswith(f"# evireform-fused weights: {DATASET} (12 questions, tuning only)\n")
 
 
-def _rows_table(rec: dict, labels: tuple[str, str]) -> pd.DataFrame:
+def _rows_table(rec: dict, labels: tuple[str, str]) -> pl.DataFrame:
     """The record's rows with the grid's column order (the record's keys are sorted)."""
-    return pd.DataFrame(rec["rows"])[[*labels, *ft.METRICS]]
+    return pl.DataFrame(rec["rows"]).select(*labels, *ft.METRICS)
 
 
 def test_committed_records_are_what_the_library_writes(tmp_path: Path) -> None:
@@ -148,7 +149,7 @@ def test_committed_records_are_what_the_library_writes(tmp_path: Path) -> None:
     committed = fusion_path.with_suffix(".md").read_text()
     head, grid_md = committed.split("\n\n|", 1)
     assert f"`python -m stages.tune_fusion --dataset {DATASET}`" in head
-    assert "|" + grid_md == table.to_markdown(index=False) + "\n"
+    assert "|" + grid_md == ft.markdown_table(table) + "\n"
 
 
 def test_dvc_tuning_stages_write_what_their_readers_read() -> None:

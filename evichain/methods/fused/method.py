@@ -41,13 +41,17 @@ from evichain.methods.base import (
     get_method,
     known_names,
     register,
-    rows_of,
-    run_frame,
 )
 from evichain.methods.fused.params import FusedParams
 from evichain.metrics.cost import token_columns
-from evichain.retrieval.fusion import SEEDS_FUSED, fused_trace, record_fusion, score_fusion
+from evichain.retrieval.fusion import (
+    SEEDS_FUSED,
+    fused_rows,
+    fused_trace,
+    record_fusion,
+)
 from evichain.retrieval.params import FusionParams
+from evichain.retrieval.run import run_rows
 
 if TYPE_CHECKING:
     from evichain.config import Params
@@ -103,7 +107,9 @@ def components(fusion: FusionParams) -> list[Component]:
 
 
 def component_trace(question_id: str, result: QuestionResult) -> pd.DataFrame:
-    """One run's trace row of ``question_id`` as a one-row table (the flow's trace layout)."""
+    """One run's trace row of ``question_id`` as a one-row table (the flow's trace layout);
+    pandas, the type :func:`~evichain.llm.failures.failed_questions` reads (a trace row may
+    hold values of any type, which a pandas object column keeps as they are)."""
     return pd.DataFrame([{"question_id": question_id, **result.trace}])
 
 
@@ -112,7 +118,7 @@ def fused_trace_row(question_id: str, parts: Mapping[str, QuestionResult]) -> di
     :func:`~evichain.retrieval.fusion.fused_trace`, its other fields as ``<run>.<field>``, and
     ``status`` from the runs' failed LLM calls."""
     frames = {run: component_trace(question_id, result) for run, result in parts.items()}
-    tokens = fused_trace(frames).drop(columns="question_id").iloc[0]
+    tokens = fused_trace(frames).drop("question_id").row(0, named=True)
     row: dict[str, Any] = {str(k): int(v) for k, v in tokens.items()}
     for run, frame in frames.items():
         skip = {"question_id", *token_columns(frame)}
@@ -125,12 +131,11 @@ def fused_trace_row(question_id: str, parts: Mapping[str, QuestionResult]) -> di
 def fuse_question(question_id: str, parts: Mapping[str, QuestionResult],
                   weights: Mapping[str, float], depth: int) -> FusedResult:
     """The fused result of one question from its runs' results: the rows of
-    :func:`~evichain.retrieval.fusion.score_fusion` over the runs' rows, the trace of
+    :func:`~evichain.retrieval.fusion.fused_rows` over the runs' rows, the trace of
     :func:`fused_trace_row`, every timing summed over the runs (``compute`` plus the fusion's
     own seconds, also kept as ``fusion``)."""
     start = time.perf_counter()
-    fused = score_fusion({run: run_frame([result]) for run, result in parts.items()}, weights, depth)
-    rows = rows_of(fused)
+    rows = fused_rows({run: run_rows(result.rows) for run, result in parts.items()}, weights, depth)
     fusion_s = time.perf_counter() - start
     seconds: dict[str, float] = {}
     for result in parts.values():
