@@ -14,34 +14,35 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from evichain.methods.base import BuildContext, Method, QuestionResult, register, rows_of
+from evichain.methods.base import BuildContext, Method, QuestionResult, register
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.params import BM25Params, DenseParams
-from evichain.retrieval.run import format_passages, run_from_scores
+from evichain.retrieval.run import Row, format_passages, top_k_rows
 
 BM25_BATCH = 100
 """Questions per BM25 task."""
 
 
 class BatchRetriever:
-    """A retriever over ``search(question_ids, questions) -> run table``: :meth:`retrieve_batch`
+    """A retriever over ``search(question_ids, questions) -> run rows``: :meth:`retrieve_batch`
     scores a shard at once, :meth:`retrieve` one question; ``batch_size`` questions per task
     (None: all)."""
 
-    def __init__(self, search: Callable[[list[str], list[str]], pd.DataFrame],
+    def __init__(self, search: Callable[[list[str], list[str]], list[Row]],
                  batch_size: int | None, inner: Any = None) -> None:
         self.search, self.batch_size, self.inner = search, batch_size, inner
 
     def retrieve_batch(self, question_ids: Sequence[str], questions: Sequence[str]) -> list[QuestionResult]:
+        """Every question's rows from one ``search`` of the shard; ``compute`` seconds = the
+        shard's wall time / its question count."""
         start = time.perf_counter()
         ids = [str(q) for q in question_ids]
         run = self.search(ids, [str(q) for q in questions])
         seconds = (time.perf_counter() - start) / max(1, len(ids))
-        rows: dict[str, list[tuple[str, int, str, float]]] = {q: [] for q in ids}
-        for row in rows_of(run):
-            rows[row[0]].append(row)
+        rows: dict[str, list[Row]] = {q: [] for q in ids}
+        for q, r, p, s in run:
+            rows[q].append((str(q), int(r), str(p), float(s)))
         return [QuestionResult(rows[q], {"question_id": q}, {"compute": seconds}) for q in ids]
 
     def retrieve(self, question_id: str, question: str) -> QuestionResult:
@@ -62,7 +63,7 @@ class BM25(Method):
     def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> BatchRetriever:
         self.check_variant(variant)
         bm25: BM25Index = index if index is not None else self.index(ctx)
-        return BatchRetriever(bm25.search, BM25_BATCH, bm25)
+        return BatchRetriever(bm25.search_rows, BM25_BATCH, bm25)
 
 
 @register
@@ -81,10 +82,10 @@ class Dense(Method):
         self.check_variant(variant)
         params = self.params_of(ctx.params)
         vectors = index if index is not None else self.index(ctx)
-        ids = ctx.corpus["passage_id"].tolist()
+        ids = ctx.corpus["passage_id"].to_list()
         encode = ctx.encoder()
 
-        def search(question_ids: list[str], questions: list[str]) -> pd.DataFrame:
-            return run_from_scores(question_ids, encode(questions) @ vectors.T, ids, params.top_k)
+        def search(question_ids: list[str], questions: list[str]) -> list[Row]:
+            return top_k_rows(question_ids, encode(questions) @ vectors.T, ids, params.top_k)
 
         return BatchRetriever(search, None, vectors)

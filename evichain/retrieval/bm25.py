@@ -8,21 +8,26 @@ English stemming (PyStemmer) — the same function for passages and questions.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import bm25s
 import numpy as np
-import pandas as pd
 
 from evichain.retrieval.params import BM25Params
-from evichain.retrieval.run import format_passages, run_from_scores
+from evichain.retrieval.run import Row, format_passages, run_table, top_k_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import polars as pl
 
 
 class BM25Index:
-    """A bm25s index over a corpus table; ``scores`` gives full score vectors."""
+    """A bm25s index over a corpus table (``passage_id, title, text``; polars or pandas);
+    ``scores`` gives full score vectors."""
 
-    def __init__(self, corpus: pd.DataFrame, params: BM25Params) -> None:
+    def __init__(self, corpus: pl.DataFrame | pd.DataFrame, params: BM25Params) -> None:
         self.params = params
-        self.passage_ids = corpus["passage_id"].tolist()
+        self.passage_ids: list[str] = corpus["passage_id"].to_list()
         tokens = self._tokenize(format_passages(corpus, params.passage_format))
         self.model = bm25s.BM25(k1=params.k1, b=params.b, method=params.method)
         self.model.index(tokens, show_progress=False)
@@ -41,10 +46,16 @@ class BM25Index:
                 out[i] = self.model.get_scores(known)
         return out
 
+    def search_rows(self, question_ids: Sequence[str], queries: Sequence[str],
+                    k: int | None = None) -> list[Row]:
+        """Run rows of the top ``k`` (default ``top_k``) passages per query, ties by corpus
+        order; only passages with a matching term (score > 0)."""
+        return top_k_rows(question_ids, self.scores(queries), self.passage_ids,
+                          k or self.params.top_k, positive_only=True)
+
     def search(self, question_ids: Sequence[str], queries: Sequence[str], k: int | None = None) -> pd.DataFrame:
-        """Run table of the top ``k`` passages per query (only passages with a matching term)."""
-        return run_from_scores(question_ids, self.scores(queries), self.passage_ids,
-                               k or self.params.top_k, positive_only=True)
+        """The run table (:func:`~evichain.retrieval.run.run_table`) of :meth:`search_rows`."""
+        return run_table(self.search_rows(question_ids, queries, k))
 
 
 def _stemmer(language: str | None):  # type: ignore[no-untyped-def]

@@ -34,31 +34,44 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     return cand[order][:k]
 
 
-def run_from_scores(
+Row = tuple[str, int, str, float]
+"""One run row: ``(question_id, rank, passage_id, score)``."""
+
+
+def top_k_rows(
     question_ids: Sequence[str], scores: np.ndarray, passage_ids: Sequence[str], k: int,
     *, positive_only: bool = False,
-) -> pd.DataFrame:
-    """Build a run table from a (questions × passages) score matrix.
+) -> list[Row]:
+    """The run rows of a (questions × passages) score matrix: per question, in question order,
+    the :func:`top_k_indices` of its score row with rank 1, 2, … and the score as a float.
 
     With ``positive_only`` a passage needs a score > 0 to be retrieved (BM25: at least one
     query term matched), so a question can have fewer than ``k`` rows.
     """
     pids = np.asarray(passage_ids, dtype=object)
-    rows: list[tuple[str, int, str, float]] = []
+    rows: list[Row] = []
     for qi, qid in enumerate(question_ids):
         idx = top_k_indices(scores[qi], k)
         if positive_only:
             idx = idx[scores[qi, idx] > 0]
         rows.extend((qid, r + 1, pids[j], float(scores[qi, j])) for r, j in enumerate(idx))
-    return run_table(rows)
+    return rows
 
 
-def run_table(rows: list[tuple[str, int, str, float]] | list[list[object]]) -> pd.DataFrame:
+def run_from_scores(
+    question_ids: Sequence[str], scores: np.ndarray, passage_ids: Sequence[str], k: int,
+    *, positive_only: bool = False,
+) -> pd.DataFrame:
+    """The :func:`run_table` of :func:`top_k_rows` (same arguments)."""
+    return run_table(top_k_rows(question_ids, scores, passage_ids, k, positive_only=positive_only))
+
+
+def run_table(rows: list[Row] | list[list[object]]) -> pd.DataFrame:
     """A run table from ``(question_id, rank, passage_id, score)`` rows, with its dtypes."""
     return pd.DataFrame(rows, columns=RUN_COLUMNS).astype({"rank": "int32", "score": "float64"})
 
 
-def run_rows(rows: Sequence[tuple[str, int, str, float]]) -> pl.DataFrame:
+def run_rows(rows: Sequence[Row]) -> pl.DataFrame:
     """A polars run table (:data:`RUN_SCHEMA`) from ``(question_id, rank, passage_id, score)``
     rows, in their order."""
     return pl.DataFrame(list(rows), schema=RUN_SCHEMA, orient="row", strict=False)

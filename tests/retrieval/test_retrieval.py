@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import polars as pl
+import pyarrow as pa
 
 from evichain.config import BM25Params, DenseParams, EmbedParams
 from evichain.embed import get_embedder
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.dense import DenseIndex
-from evichain.retrieval.run import run_from_scores, top_k_indices
+from evichain.retrieval.run import run_from_scores, run_rows, run_table, top_k_indices
 
 CORPUS = pd.DataFrame({
     "passage_id": ["p1", "p2", "p3", "p4"],
@@ -42,6 +44,18 @@ def test_bm25_ranks_lexical_match_first_and_skips_non_matching() -> None:
     assert run[run.question_id == "q2"].empty
     scores = index.scores(["Ermengarde died"])
     assert scores.shape == (1, 4) and scores[0].argmax() == 1
+
+
+def test_bm25_reads_a_polars_corpus_and_rows_are_the_run_table() -> None:
+    """A polars corpus indexes as the pandas one; ``search_rows`` are ``search``'s rows; the
+    polars run (``run_rows``) has the run table's dtypes."""
+    queries = (["q1", "q2"], ["Lothair II king", "queen of Lotharingia"])
+    from_pandas = BM25Index(CORPUS, BM25Params(top_k=3))
+    from_polars = BM25Index(pl.from_pandas(CORPUS), BM25Params(top_k=3))
+    rows = from_polars.search_rows(*queries)
+    assert rows == list(from_pandas.search(*queries).itertuples(index=False, name=None))
+    assert run_rows(rows).to_arrow().schema == pa.Table.from_pandas(
+        run_table(rows), preserve_index=False).schema.remove_metadata()
 
 
 def test_bm25_stemming_matches_inflections() -> None:
