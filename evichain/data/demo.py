@@ -1,4 +1,4 @@
-"""The bundled ``demo`` dataset: a small, real slice of 2WikiMultiHopQA.
+r"""The bundled ``demo`` dataset: a small, real slice of 2WikiMultiHopQA.
 
 Rules (deterministic; no randomness, no model)
 - Questions: the first ``n_questions`` 2Wiki questions with ``gold_reliable`` True whose gold
@@ -26,55 +26,77 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 
 from evichain.data import twowiki
+from evichain.data.schema import as_pandas
 
 FILES: tuple[str, ...] = twowiki.FILES
 MAX_PASSAGES = 45
 
 
-def convert(
+def tables(
     source_dir: Path, n_questions: int = 15, max_passages: int = MAX_PASSAGES,
     max_distractor_words: int | None = None, max_gold_words: int | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Corpus and questions tables of the demo slice (rules in the module docstring)."""
-    corpus, questions = twowiki.convert(source_dir)
+    corpus, questions = twowiki.tables(source_dir)
     if max_gold_words is not None:
-        words = dict(zip(corpus["passage_id"], corpus["text"].str.split().map(len)))
-        short = questions["gold_passage_ids"].map(lambda ids: all(words[p] <= max_gold_words for p in ids))
-        questions = questions[short]
+        questions = short_gold(questions, corpus, max_gold_words)
     demo_q = select_questions(questions, n_questions)
-    gold = _ordered_union(demo_q["gold_passage_ids"])
+    gold = _ordered_union(demo_q["gold_passage_ids"].to_list())
     if len(gold) > max_passages:
         raise ValueError(
             f"demo: the first {n_questions} reliable 2Wiki questions have {len(gold)} gold passages, "
             f"more than the {max_passages}-passage cap; lower data.demo.n_questions"
         )
     pool = corpus if max_distractor_words is None else \
-        corpus[corpus["text"].str.split().map(len) <= max_distractor_words]
-    extra = title_matches(pool, demo_q["question"], exclude=set(gold))
-    extra += [p for p in lexical_near_misses(pool, demo_q["question"], set(gold))
-              if p not in extra]
-    keep = set(gold) | set(extra[: max_passages - len(gold)])
-    demo_corpus = corpus[corpus["passage_id"].isin(keep)].reset_index(drop=True)
-    return demo_corpus, demo_q
+        corpus.filter(pl.Series([n_words(t) <= max_distractor_words for t in corpus["text"]], dtype=pl.Boolean))
+    questions_text = demo_q["question"].to_list()
+    extra = title_matches(pool, questions_text, exclude=set(gold))
+    extra += [p for p in lexical_near_misses(pool, questions_text, set(gold)) if p not in extra]
+    keep = [*gold, *extra[: max_passages - len(gold)]]
+    return corpus.filter(pl.col("passage_id").is_in(keep)), demo_q
 
 
-def select_questions(questions: pd.DataFrame, n_questions: int) -> pd.DataFrame:
+def convert(
+    source_dir: Path, n_questions: int = 15, max_passages: int = MAX_PASSAGES,
+    max_distractor_words: int | None = None, max_gold_words: int | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`tables` as pandas frames (:func:`evichain.data.schema.as_pandas`); pandas only for
+    the callers not yet migrated (``scripts/drills``)."""
+    corpus, questions = tables(source_dir, n_questions, max_passages, max_distractor_words,
+                               max_gold_words)
+    return as_pandas(corpus), as_pandas(questions)
+
+
+def n_words(text: str) -> int:
+    """Words of ``text``: runs of non-whitespace (``str.split()``)."""
+    return len(text.split())
+
+
+def short_gold(questions: pl.DataFrame, corpus: pl.DataFrame, max_gold_words: int) -> pl.DataFrame:
+    """The questions whose gold passages all have at most ``max_gold_words`` words."""
+    words = {pid: n_words(text) for pid, text in corpus.select("passage_id", "text").iter_rows()}
+    short = [all(words[p] <= max_gold_words for p in ids) for ids in questions["gold_passage_ids"].to_list()]
+    return questions.filter(pl.Series(short, dtype=pl.Boolean))
+
+
+def select_questions(questions: pl.DataFrame, n_questions: int) -> pl.DataFrame:
     """The first ``n_questions`` reliable questions, in release order."""
-    reliable = questions[questions["gold_reliable"]]
-    if len(reliable) < n_questions:
+    reliable = questions.filter(pl.col("gold_reliable"))
+    if reliable.height < n_questions:
         raise ValueError(
-            f"demo: asked for {n_questions} questions, 2Wiki has {len(reliable)} reliable ones"
+            f"demo: asked for {n_questions} questions, 2Wiki has {reliable.height} reliable ones"
         )
-    return reliable.head(n_questions).reset_index(drop=True)
+    return reliable.head(n_questions)
 
 
-def title_matches(corpus: pd.DataFrame, questions: Iterable[str], exclude: set[str]) -> list[str]:
+def title_matches(corpus: pl.DataFrame, questions: Iterable[str], exclude: set[str]) -> list[str]:
     """Ids of passages whose title occurs whole-word in a question (question, corpus order)."""
     patterns = [
         (pid, re.compile(r"(?<!\w)" + re.escape(title.casefold()) + r"(?!\w)"))
-        for pid, title in zip(corpus["passage_id"], corpus["title"])
+        for pid, title in corpus.select("passage_id", "title").iter_rows()
         if pid not in exclude
     ]
     found: list[str] = []
@@ -92,14 +114,15 @@ _STOP = frozenset(
 
 
 def _content_words(text: str) -> set[str]:
+    """Lower-cased ``\\w\\w+`` tokens of ``text`` minus the stop list."""
     return {t for t in re.findall(r"\w\w+", text.casefold()) if t not in _STOP}
 
 
-def lexical_near_misses(corpus: pd.DataFrame, questions: Iterable[str], exclude: set[str],
+def lexical_near_misses(corpus: pl.DataFrame, questions: Iterable[str], exclude: set[str],
                         per_question: int = 10) -> list[str]:
     """Non-gold passages with most shared content words per question, round-robin over questions."""
     docs = [(pid, _content_words(f"{title} {text}"))
-            for pid, title, text in zip(corpus["passage_id"], corpus["title"], corpus["text"])
+            for pid, title, text in corpus.select("passage_id", "title", "text").iter_rows()
             if pid not in exclude]
     ranked: list[list[str]] = []
     for question in questions:
@@ -115,6 +138,7 @@ def lexical_near_misses(corpus: pd.DataFrame, questions: Iterable[str], exclude:
 
 
 def _ordered_union(lists: Iterable[Iterable[str]]) -> list[str]:
+    """Every id of ``lists`` once, in order of first occurrence."""
     seen: dict[str, None] = {}
     for ids in lists:
         for pid in ids:

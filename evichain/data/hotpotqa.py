@@ -16,10 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 
-from evichain.data.schema import make_corpus, make_questions, passage_id, unique_strings
-from evichain.data.sources import field, load_jsonl
+from evichain.data.schema import (
+    corpus_table,
+    passage_id,
+    questions_table,
+    unique_strings,
+)
+from evichain.data.sources import check_unicode, field, load_jsonl
 
 FILE = "hotpotqa/dev_subsampled.jsonl"
 FILES: tuple[str, ...] = (FILE,)
@@ -27,7 +32,7 @@ N_HOPS = 2
 DEFAULT_TYPE = "hotpotqa"
 
 
-def convert(source_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def tables(source_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Corpus and questions tables of HotpotQA from ``source_dir`` (the ``data/`` folder)."""
     path = Path(source_dir) / FILE
     pairs: list[tuple[str, str]] = []
@@ -37,7 +42,7 @@ def convert(source_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         contexts = _contexts(field(rec, "contexts", list, where), where)
         pairs.extend((title, text) for title, text, _ in contexts)
         rows.append(_question_row(rec, contexts, where))
-    return make_corpus(pairs), make_questions(rows)
+    return corpus_table(pairs), questions_table(rows)
 
 
 def _contexts(items: list[Any], where: str) -> list[tuple[str, str, bool]]:
@@ -57,7 +62,9 @@ def _contexts(items: list[Any], where: str) -> list[tuple[str, str, bool]]:
 def _answers(objects: list[Any], where: str) -> list[str]:
     spans: list[str] = []
     for j, obj in enumerate(objects):
-        spans.extend(str(s) for s in field(obj, "spans", list, f"{where}: answers_objects[{j}]"))
+        at = f"{where}: answers_objects[{j}]"
+        spans.extend(check_unicode(str(s), f"{at}: spans[{k}]")
+                     for k, s in enumerate(field(obj, "spans", list, at)))
     return unique_strings(spans)
 
 
@@ -65,6 +72,7 @@ def _question_row(rec: Any, contexts: list[tuple[str, str, bool]], where: str) -
     qid = field(rec, "question_id", str, where)
     where = f"{where} ({qid})"
     qtype = rec.get("type") if isinstance(rec.get("type"), str) and rec["type"] else DEFAULT_TYPE
+    check_unicode(qtype, f"{where}: field 'type'")
     return {
         "question_id": qid,
         "question": field(rec, "question_text", str, where),

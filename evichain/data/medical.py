@@ -27,9 +27,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 
-from evichain.data.schema import make_corpus, make_questions
+from evichain.data.schema import corpus_table, questions_table
 from evichain.data.sources import MalformedSourceError, expect_type, field, load_json
 
 FOLDER = "graphrag-bench"
@@ -44,16 +44,16 @@ _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*$")
 Span = tuple[int, int]  # word indices [start, end)
 
 
-def convert(
+def tables(
     source_dir: Path, chunk_words: int = 200, overlap_words: int = 40
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Corpus (chunked) and questions tables of GraphRAG-Bench Medical."""
     source_dir = Path(source_dir)
     pairs: list[tuple[str, str]] = []
     for name, text in read_documents(source_dir / CORPUS_FILE):
         chunks = chunk_text(text, chunk_words, overlap_words)
         pairs.extend((f"{name} #{i:04d}", chunk) for i, chunk in enumerate(chunks))
-    return make_corpus(pairs), make_questions(read_questions(source_dir / QUESTIONS_FILE))
+    return corpus_table(pairs), questions_table(read_questions(source_dir / QUESTIONS_FILE))
 
 
 def read_documents(path: Path) -> list[tuple[str, str]]:

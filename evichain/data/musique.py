@@ -16,16 +16,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 
-from evichain.data.schema import make_corpus, make_questions, passage_id, unique_strings
-from evichain.data.sources import expect_type, field, load_json
+from evichain.data.schema import (
+    corpus_table,
+    passage_id,
+    questions_table,
+    unique_strings,
+)
+from evichain.data.sources import check_unicode, expect_type, field, load_json
 
 FILE = "musique/musique_qa_100.json"
 FILES: tuple[str, ...] = (FILE,)
 
 
-def convert(source_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def tables(source_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Corpus and questions tables of MuSiQue from ``source_dir`` (the ``data/`` folder)."""
     path = Path(source_dir) / FILE
     records = expect_type(load_json(path), list, str(path))
@@ -36,7 +41,7 @@ def convert(source_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         paragraphs = _paragraphs(field(rec, "paragraphs", list, where), where)
         pairs.extend((p["title"], p["text"]) for p in paragraphs)
         rows.append(_question_row(rec, paragraphs, where))
-    return make_corpus(pairs), make_questions(rows)
+    return corpus_table(pairs), questions_table(rows)
 
 
 def _paragraphs(items: list[Any], where: str) -> list[dict[str, Any]]:
@@ -63,11 +68,17 @@ def _question_row(rec: Any, paragraphs: list[dict[str, Any]], where: str) -> dic
     return {
         "question_id": qid,
         "question": field(rec, "question", str, where),
-        "answers": unique_strings([field(rec, "answer", str, where), *(str(a) for a in aliases)]),
+        "answers": unique_strings([field(rec, "answer", str, where), *_aliases(aliases, where)]),
         "gold_passage_ids": gold_ids(paragraphs, steps),
         "type": qid.split("__", 1)[0] if "__" in qid else "musique",
         "n_hops": len(steps),
     }
+
+
+def _aliases(aliases: list[Any], where: str) -> list[str]:
+    """``answer_aliases`` as strings (``str`` of each), each valid Unicode (a lone surrogate
+    raises naming the record)."""
+    return [check_unicode(str(a), f"{where}: answer_aliases[{k}]") for k, a in enumerate(aliases)]
 
 
 def gold_ids(paragraphs: list[dict[str, Any]], steps: list[Any]) -> list[str]:

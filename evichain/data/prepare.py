@@ -4,7 +4,7 @@
 ``SHA256SUMS`` and the per-benchmark folders. The SHA-256 of every file the conversion reads
 is checked first; both tables are validated last (gold passages are required for every
 dataset except ``medical``); a validation error names the dataset's source files.
-Nothing is written here: the stage writes the two tables.
+Nothing is written here: the stage writes the two tables (polars frames).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
+import polars as pl
 
 from evichain.data import demo, hotpotqa, medical, musique, twowiki
 from evichain.data.params import DataParams
@@ -21,19 +21,19 @@ from evichain.data.schema import validate_corpus, validate_questions
 from evichain.data.sources import SHARED_HINT, MalformedSourceError, verify_sources
 from evichain.params_base import DATASETS, SAMPLE_DATASETS
 
-Tables = tuple[pd.DataFrame, pd.DataFrame]
+Tables = tuple[pl.DataFrame, pl.DataFrame]
 Converter = Callable[[Path, DataParams], Tables]
 
 _CONVERTERS: dict[str, tuple[tuple[str, ...], Converter]] = {
-    "demo": (demo.FILES, lambda d, p: demo.convert(d, p.demo.n_questions, p.demo.max_passages,
-                                                    p.demo.max_distractor_words,
-                                                    p.demo.max_gold_words)),
-    "2wiki": (twowiki.FILES, lambda d, p: twowiki.convert(d)),
-    "musique": (musique.FILES, lambda d, p: musique.convert(d)),
-    "hotpotqa": (hotpotqa.FILES, lambda d, p: hotpotqa.convert(d)),
+    "demo": (demo.FILES, lambda d, p: demo.tables(d, p.demo.n_questions, p.demo.max_passages,
+                                                   p.demo.max_distractor_words,
+                                                   p.demo.max_gold_words)),
+    "2wiki": (twowiki.FILES, lambda d, p: twowiki.tables(d)),
+    "musique": (musique.FILES, lambda d, p: musique.tables(d)),
+    "hotpotqa": (hotpotqa.FILES, lambda d, p: hotpotqa.tables(d)),
     "medical": (
         medical.FILES,
-        lambda d, p: medical.convert(d, p.medical.chunk_words, p.medical.overlap_words),
+        lambda d, p: medical.tables(d, p.medical.chunk_words, p.medical.overlap_words),
     ),
 }
 WITHOUT_GOLD: frozenset[str] = frozenset({"medical", "medical_s"})

@@ -16,18 +16,22 @@ Every method evaluated on a sample sees the same questions, so sample tables are
 
 from __future__ import annotations
 
-import pandas as pd
+import polars as pl
 
 
-def sample_questions(questions: pd.DataFrame, n_questions: int, per_type: bool,
-                     offset: int = 0) -> pd.DataFrame:
-    """The sample's questions (rules in the module docstring), with a fresh index."""
-    pool = questions[questions["gold_reliable"]] if "gold_reliable" in questions else questions
+def sample_questions(questions: pl.DataFrame, n_questions: int, per_type: bool,
+                     offset: int = 0) -> pl.DataFrame:
+    """The sample's questions (rules in the module docstring), in release order.
+
+    ``per_type``: a question is kept when fewer than ``n_questions`` questions of its type come
+    before it in the pool (its rank within its type, ``int_range(len).over(type)``, is below
+    ``n_questions``); otherwise rows ``offset .. offset + n_questions - 1`` of the pool.
+    """
+    pool = questions.filter(pl.col("gold_reliable")) if "gold_reliable" in questions.columns else questions
     if per_type:
-        picked = pool.groupby("type", sort=False, group_keys=False).head(n_questions)
-        picked = picked.sort_index()
+        picked = pool.filter(pl.int_range(pl.len()).over("type") < n_questions)
     else:
-        picked = pool.iloc[offset:offset + n_questions]
-    if len(picked) == 0:
+        picked = pool.slice(offset, n_questions)
+    if picked.is_empty():
         raise ValueError("sample: no questions selected")
-    return picked.reset_index(drop=True)
+    return picked

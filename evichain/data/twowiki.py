@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import polars as pl
 
-from evichain.data.schema import make_corpus, make_questions
+from evichain.data.schema import as_pandas, corpus_table, questions_table
 from evichain.data.sources import MalformedSourceError, expect_type, field, load_json
 
 FOLDER = "2wikimultihopqa"
@@ -37,15 +38,22 @@ class GoldResolutionError(MalformedSourceError):
     """A gold title that cannot be mapped to exactly one corpus passage."""
 
 
-def convert(source_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def tables(source_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Corpus and questions tables of 2Wiki from ``source_dir`` (the ``data/`` folder)."""
     source_dir = Path(source_dir)
-    corpus = make_corpus(read_corpus_pairs(source_dir / CORPUS_FILE))
+    corpus = corpus_table(read_corpus_pairs(source_dir / CORPUS_FILE))
     index = title_index(corpus)
     path = source_dir / QUESTIONS_FILE
     records = expect_type(load_json(path), list, str(path))
     rows = [_question_row(rec, index, f"{path}: record {i}") for i, rec in enumerate(records)]
-    return corpus, make_questions(rows)
+    return corpus, questions_table(rows)
+
+
+def convert(source_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`tables` as pandas frames (:func:`evichain.data.schema.as_pandas`); pandas only for
+    the callers not yet migrated (``scripts/drills``)."""
+    corpus, questions = tables(source_dir)
+    return as_pandas(corpus), as_pandas(questions)
 
 
 def read_corpus_pairs(path: Path) -> list[tuple[str, str]]:
@@ -57,10 +65,10 @@ def read_corpus_pairs(path: Path) -> list[tuple[str, str]]:
     ]
 
 
-def title_index(corpus: pd.DataFrame) -> TitleIndex:
+def title_index(corpus: pl.DataFrame) -> TitleIndex:
     """Map each title to its passages (id, text), in corpus order."""
     index: TitleIndex = {}
-    for pid, title, text in zip(corpus["passage_id"], corpus["title"], corpus["text"]):
+    for pid, title, text in corpus.select("passage_id", "title", "text").iter_rows():
         index.setdefault(title, []).append((pid, text))
     return index
 

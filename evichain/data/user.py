@@ -22,6 +22,12 @@ All checks are made here, line by line, so messages name the user's ids and line
 content hashes; :func:`evichain.data.schema.validate_corpus` and
 :func:`~evichain.data.schema.validate_questions` then run on the built tables as a safety net
 (a failure there is reported with the hashes mapped back to the user's ids and lines).
+
+The tables are built and validated as polars frames; :class:`UserDataset` holds them as pandas
+(:func:`evichain.data.schema.as_pandas`, the frames the pandas build made) because its readers
+outside the library's data layer take pandas: ``flows/cli.py`` passes ``data.corpus`` to
+:func:`evichain.methods.estimate.estimate_calls`, and ``flows/user.py`` maps the pandas run of
+:func:`flows.method.run_method` with :meth:`UserDataset.to_user_ids`.
 """
 
 from __future__ import annotations
@@ -35,13 +41,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import polars as pl
 from rapidfuzz import fuzz, process
 
 from evichain.data.schema import (
-    make_corpus,
-    make_questions,
+    as_pandas,
+    corpus_table,
     overlong_passage,
     passage_id,
+    questions_table,
     unicode_problem,
     validate_corpus,
     validate_questions,
@@ -65,7 +73,8 @@ class UserDataError(SourceDataError, ValueError):
 
 @dataclass(frozen=True)
 class UserDataset:
-    """A user's data as the pipeline's tables plus the map back to the user's passage ids."""
+    """A user's data as the pipeline's tables plus the map back to the user's passage ids
+    (pandas: see the module docstring)."""
 
     corpus: pd.DataFrame
     questions: pd.DataFrame
@@ -73,10 +82,12 @@ class UserDataset:
 
     @property
     def has_gold(self) -> bool:
+        """Whether any question has a gold passage."""
         return bool(self.questions["gold_passage_ids"].map(len).gt(0).any())
 
     @property
     def has_answers(self) -> bool:
+        """Whether any question has an answer."""
         return bool(self.questions["answers"].map(len).gt(0).any())
 
     def to_user_ids(self, run: pd.DataFrame) -> pd.DataFrame:
@@ -310,7 +321,7 @@ def id_list(line: Line, key: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- the three files
-def read_corpus(path: Path) -> tuple[pd.DataFrame, dict[str, Passage]]:
+def read_corpus(path: Path) -> tuple[pl.DataFrame, dict[str, Passage]]:
     """The corpus table and, per user passage id in file order, its line and content hash.
 
     Rules: ``title`` and ``text`` are required; ids are unique; no two lines share (title,
@@ -342,7 +353,7 @@ def read_corpus(path: Path) -> tuple[pd.DataFrame, dict[str, Passage]]:
     if not pairs:
         raise user_error(path, None, "no passages (the file is empty or has only blank lines)",
                          f"write one passage per line, e.g. {_example('passage')}")
-    return make_corpus(pairs), passages
+    return corpus_table(pairs), passages
 
 
 def _check_new_passage_id(line: Line, user_id: str, passages: dict[str, Passage]) -> None:
@@ -375,7 +386,7 @@ def read_gold(path: Path, passages: dict[str, Passage],
 
 def read_questions(path: Path, passages: dict[str, Passage], gold: dict[str, list[tuple[int, str]]],
                    corpus_path: Path) -> list[dict[str, Any]]:
-    """Question records in the schema of :func:`evichain.data.schema.make_questions`.
+    """Question records in the schema of :func:`evichain.data.schema.questions_table`.
 
     Rules: a question id (``question_id``, else ``id``) and ``question`` are required; ids are
     unique; inline ``gold`` ids must be passage ids of the corpus file.
@@ -429,7 +440,7 @@ def load_user_dataset(corpus: Path, questions: Path, gold: Path | None = None) -
     records = read_questions(questions, passages, gold_map, corpus)
     if gold is not None:
         _check_gold_questions(Path(gold), gold_map, records, questions)
-    questions_df = make_questions(records)
+    questions_df = questions_table(records)
     try:
         validate_corpus(corpus_df)
         validate_questions(questions_df, corpus_df, require_answers=False)
@@ -438,7 +449,7 @@ def load_user_dataset(corpus: Path, questions: Path, gold: Path | None = None) -
                             "; this should have been caught line by line, please report it") from None
     id_map = pd.DataFrame({"passage_id": [p.passage_id for p in passages.values()],
                            "user_id": list(passages)})
-    return UserDataset(corpus_df, questions_df, id_map)
+    return UserDataset(as_pandas(corpus_df), as_pandas(questions_df), id_map)
 
 
 def _user_ids_for_hashes(message: str, passages: dict[str, Passage], corpus: Path) -> str:

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from evichain.config import DataParams
 from evichain.data import demo, hotpotqa, medical, musique, twowiki
@@ -17,6 +19,8 @@ from evichain.data.prepare import prepare_dataset, source_files
 from evichain.data.schema import (
     CORPUS_COLUMNS,
     QUESTIONS_COLUMNS,
+    as_pandas,
+    corpus_table,
     make_corpus,
     passage_id,
     validate_corpus,
@@ -29,7 +33,7 @@ from evichain.data.sources import (
     verify_sources,
     write_checksums,
 )
-from evichain.io import read_parquet, write_parquet
+from evichain.io import read_table, write_parquet
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -57,6 +61,13 @@ def _twowiki_record(
         "gold_reliable": reliable,
         "gold_title_methods": ["title_exact"] * len(titles_texts),
     }
+
+
+def _set(df: pl.DataFrame, row: int, col: str, value: Any) -> pl.DataFrame:
+    """``df`` with cell (``row``, ``col``) replaced by ``value`` (the column keeps its type)."""
+    values = df[col].to_list()
+    values[row] = value
+    return df.with_columns(pl.Series(col, values, dtype=df[col].dtype))
 
 
 def _write_json(root: Path, rel: str, obj: Any) -> Path:
@@ -169,101 +180,111 @@ def test_passage_id_is_a_stable_content_hash() -> None:
     assert re.fullmatch(r"p[0-9a-f]{16}", expected)
 
 
-def test_make_corpus_dedups_in_first_occurrence_order() -> None:
-    corpus = make_corpus([("B", "x"), ("A", "y"), ("B", "x"), ("B", "z")])
+def test_corpus_table_dedups_in_first_occurrence_order() -> None:
+    corpus = corpus_table([("B", "x"), ("A", "y"), ("B", "x"), ("B", "z")])
     assert list(corpus.columns) == list(CORPUS_COLUMNS)
-    assert list(zip(corpus["title"], corpus["text"])) == [("B", "x"), ("A", "y"), ("B", "z")]
+    assert corpus.select("title", "text").rows() == [("B", "x"), ("A", "y"), ("B", "z")]
     validate_corpus(corpus)
+
+
+def test_pandas_wrappers_give_the_pandas_build(tmp_path: Path) -> None:
+    """make_corpus, twowiki.convert and demo.convert (for scripts/drills) are the polars tables
+    as pandas frames: str columns, Python lists, a fresh index."""
+    pairs = [("B", "x"), ("A", "y"), ("B", "x")]
+    pd.testing.assert_frame_equal(make_corpus(pairs), as_pandas(corpus_table(pairs)))
+    assert [str(t) for t in make_corpus(pairs).dtypes] == ["str"] * 3
+    _twowiki_fixture(tmp_path)
+    corpus, questions = twowiki.convert(tmp_path)
+    pd.testing.assert_frame_equal(corpus, as_pandas(twowiki.tables(tmp_path)[0]))
+    pd.testing.assert_frame_equal(questions, as_pandas(twowiki.tables(tmp_path)[1]))
+    assert questions["gold_passage_ids"].map(type).eq(list).all()
+    assert [str(t) for t in questions.dtypes] == ["str", "str", "object", "object", "str", "int64",
+                                                  "bool", "str"]
+    demo_corpus, _ = demo.convert(tmp_path, n_questions=2)
+    pd.testing.assert_frame_equal(demo_corpus, as_pandas(demo.tables(tmp_path, n_questions=2)[0]))
 
 
 def test_conversion_is_deterministic_and_ids_shared_across_runs(tmp_path: Path) -> None:
     _twowiki_fixture(tmp_path)
-    first, second = twowiki.convert(tmp_path), twowiki.convert(tmp_path)
-    pd.testing.assert_frame_equal(first[0], second[0])
-    pd.testing.assert_frame_equal(first[1], second[1])
+    first, second = twowiki.tables(tmp_path), twowiki.tables(tmp_path)
+    assert_frame_equal(first[0], second[0])
+    assert_frame_equal(first[1], second[1])
     assert len(first[0]) == 5  # the repeated (title, text) is dropped
-    assert first[0]["passage_id"].iloc[0] == passage_id("Alpha Film", TWOWIKI_CORPUS[0]["text"])
+    assert first[0]["passage_id"][0] == passage_id("Alpha Film", TWOWIKI_CORPUS[0]["text"])
 
 
 def test_validate_corpus_errors() -> None:
-    good = make_corpus([("A", "x"), ("B", "y")])
-    dup = pd.concat([good, good.iloc[:1]], ignore_index=True)
+    good = corpus_table([("A", "x"), ("B", "y")])
+    dup = pl.concat([good, good.head(1)])
     with pytest.raises(ValueError, match="duplicate passage_id"):
         validate_corpus(dup)
-    empty = good.copy()
-    empty.loc[1, "text"] = "  "
     with pytest.raises(ValueError, match="empty text"):
-        validate_corpus(empty)
-    wrong = good.copy()
-    wrong.loc[0, "passage_id"] = "p0000000000000000"
+        validate_corpus(_set(good, 1, "text", "  "))
     with pytest.raises(ValueError, match="content hash"):
-        validate_corpus(wrong)
+        validate_corpus(_set(good, 0, "passage_id", "p0000000000000000"))
     with pytest.raises(ValueError, match="columns"):
-        validate_corpus(good.drop(columns="title"))
+        validate_corpus(good.drop("title"))
 
 
 def test_validate_questions_errors(tmp_path: Path) -> None:
-    corpus, questions = twowiki.convert(_twowiki_fixture(tmp_path))
+    corpus, questions = twowiki.tables(_twowiki_fixture(tmp_path))
     validate_questions(questions, corpus, require_gold=True)
-    bad = questions.copy()
-    bad.at[0, "gold_passage_ids"] = ["pdeadbeefdeadbeef"]
     with pytest.raises(ValueError, match="not in the corpus") as err:
-        validate_questions(bad, corpus)
+        validate_questions(_set(questions, 0, "gold_passage_ids", ["pdeadbeefdeadbeef"]), corpus)
     assert "q1" in str(err.value)
-    dup = pd.concat([questions, questions.iloc[:1]], ignore_index=True)
-    with pytest.raises(ValueError, match="duplicate question_id"):
+    dup = pl.concat([questions, questions.head(1)])
+    with pytest.raises(ValueError, match="duplicate question_id 'q1' \\(1 duplicate"):
         validate_questions(dup, corpus)
-    no_answer = questions.copy()
-    no_answer.at[1, "answers"] = []
     with pytest.raises(ValueError, match="no answers"):
-        validate_questions(no_answer, corpus)
-    no_gold = questions.copy()
-    no_gold.at[2, "gold_passage_ids"] = []
+        validate_questions(_set(questions, 1, "answers", []), corpus)
+    no_gold = _set(questions, 2, "gold_passage_ids", [])
     validate_questions(no_gold, corpus)
     with pytest.raises(ValueError, match="no gold"):
         validate_questions(no_gold, corpus, require_gold=True)
+    with pytest.raises(ValueError, match="negative n_hops for 'q2'"):
+        validate_questions(_set(questions, 1, "n_hops", -1), corpus)
 
 
 def test_tables_survive_a_parquet_round_trip(tmp_path: Path) -> None:
-    corpus, questions = twowiki.convert(_twowiki_fixture(tmp_path))
+    corpus, questions = twowiki.tables(_twowiki_fixture(tmp_path))
     write_parquet(corpus, tmp_path / "c.parquet")
     write_parquet(questions, tmp_path / "q.parquet")
-    corpus2, questions2 = read_parquet(tmp_path / "c.parquet"), read_parquet(tmp_path / "q.parquet")
+    corpus2, questions2 = read_table(tmp_path / "c.parquet"), read_table(tmp_path / "q.parquet")
     assert list(questions2.columns) == list(QUESTIONS_COLUMNS)
     validate_corpus(corpus2)
     validate_questions(questions2, corpus2, require_gold=True)
-    assert list(questions2["gold_passage_ids"][0]) == questions["gold_passage_ids"][0]
+    assert_frame_equal(questions2, questions, check_dtypes=False)
 
 
 # --- 2Wiki gold resolution --------------------------------------------------------------------
 
 
 def test_twowiki_gold_resolution(tmp_path: Path) -> None:
-    corpus, questions = twowiki.convert(_twowiki_fixture(tmp_path))
-    ids = dict(zip(zip(corpus["title"], corpus["text"]), corpus["passage_id"]))
-    q = questions.set_index("question_id")
-    assert q.at["q1", "gold_passage_ids"] == [
+    corpus, questions = twowiki.tables(_twowiki_fixture(tmp_path))
+    ids = {(title, text): pid for pid, title, text in corpus.iter_rows()}
+    q = {row["question_id"]: row for row in questions.iter_rows(named=True)}
+    assert q["q1"]["gold_passage_ids"] == [
         ids[("Alpha Film", TWOWIKI_CORPUS[0]["text"])],
         ids[("Bo Ray", TWOWIKI_CORPUS[1]["text"])],
     ]
-    assert q.at["q2", "gold_passage_ids"] == [ids[("Dup", "Dup two.")]]  # exact text match
-    assert q.at["q3", "gold_passage_ids"] == [ids[("Dup", "Dup two.")]]  # whitespace/case match
-    assert q["gold_reliable"].tolist() == [True, False, True]
-    assert q["n_hops"].tolist() == [2, 2, 1]
-    assert q.at["q1", "answers"] == ["Cville"] and q.at["q1", "evidence"] == ""
+    assert q["q2"]["gold_passage_ids"] == [ids[("Dup", "Dup two.")]]  # exact text match
+    assert q["q3"]["gold_passage_ids"] == [ids[("Dup", "Dup two.")]]  # whitespace/case match
+    assert questions["gold_reliable"].to_list() == [True, False, True]
+    assert questions["n_hops"].to_list() == [2, 2, 1]
+    assert q["q1"]["answers"] == ["Cville"] and q["q1"]["evidence"] == ""
 
 
 def test_twowiki_missing_gold_title_names_question(tmp_path: Path) -> None:
     records = [_twowiki_record("qmissing42", [("Nowhere Page", "text")])]
     with pytest.raises(twowiki.GoldResolutionError) as err:
-        twowiki.convert(_twowiki_fixture(tmp_path, records))
+        twowiki.tables(_twowiki_fixture(tmp_path, records))
     assert "qmissing42" in str(err.value) and "Nowhere Page" in str(err.value)
 
 
 def test_twowiki_ambiguous_gold_title_fails(tmp_path: Path) -> None:
     records = [_twowiki_record("qamb", [("Dup", "Dup three.")])]
     with pytest.raises(twowiki.GoldResolutionError, match="qamb.*ambiguous"):
-        twowiki.convert(_twowiki_fixture(tmp_path, records))
+        twowiki.tables(_twowiki_fixture(tmp_path, records))
 
 
 # --- source files -----------------------------------------------------------------------------
@@ -295,43 +316,43 @@ def test_malformed_json_names_the_file_and_position(tmp_path: Path) -> None:
     _twowiki_fixture(tmp_path)
     (tmp_path / twowiki.QUESTIONS_FILE).write_text('[{"_id": "q1",\n "question": }]', encoding="utf-8")
     with pytest.raises(MalformedSourceError) as err:
-        twowiki.convert(tmp_path)
+        twowiki.tables(tmp_path)
     assert "2wikimultihopqa_reconstructed.json" in str(err.value) and "line 2" in str(err.value)
 
 
 def test_malformed_jsonl_names_the_line(tmp_path: Path) -> None:
     _hotpot_fixture(tmp_path, [_hotpot_lines()[0], '{"question_id": "h2", '])
     with pytest.raises(MalformedSourceError, match=r"dev_subsampled\.jsonl.*line 2"):
-        hotpotqa.convert(tmp_path)
+        hotpotqa.tables(tmp_path)
 
 
 def test_missing_field_names_the_record(tmp_path: Path) -> None:
     record = _twowiki_record("qx", [("Other", "Other text.")])
     del record["question"]
     with pytest.raises(MalformedSourceError, match=r"record 0 \(qx\): missing field 'question'"):
-        twowiki.convert(_twowiki_fixture(tmp_path, [record]))
+        twowiki.tables(_twowiki_fixture(tmp_path, [record]))
 
 
 # --- MuSiQue, HotpotQA ------------------------------------------------------------------------
 
 
 def test_musique_dedup_gold_order_and_answers(tmp_path: Path) -> None:
-    corpus, questions = musique.convert(_musique_fixture(tmp_path))
-    assert corpus["title"].tolist() == ["Shared", "First", "Noise"]
+    corpus, questions = musique.tables(_musique_fixture(tmp_path))
+    assert corpus["title"].to_list() == ["Shared", "First", "Noise"]
     shared, first = passage_id("Shared", "Shared paragraph."), passage_id("First", "First hop.")
-    assert questions["gold_passage_ids"].tolist() == [[first, shared], [shared]]
-    assert questions["answers"].tolist() == [["Ans", "Alias"], ["B"]]
-    assert questions["type"].tolist() == ["2hop", "3hop1"]
-    assert questions["n_hops"].tolist() == [2, 3]
+    assert questions["gold_passage_ids"].to_list() == [[first, shared], [shared]]
+    assert questions["answers"].to_list() == [["Ans", "Alias"], ["B"]]
+    assert questions["type"].to_list() == ["2hop", "3hop1"]
+    assert questions["n_hops"].to_list() == [2, 3]
     validate_questions(questions, corpus, require_gold=True)
 
 
 def test_hotpotqa_answers_gold_and_type(tmp_path: Path) -> None:
-    corpus, questions = hotpotqa.convert(_hotpot_fixture(tmp_path))
+    corpus, questions = hotpotqa.tables(_hotpot_fixture(tmp_path))
     assert len(corpus) == 2
-    assert questions["answers"].tolist() == [["yes"], ["Paris", "paris"]]
+    assert questions["answers"].to_list() == [["yes"], ["Paris", "paris"]]
     t1, t2 = passage_id("T1", "Text one."), passage_id("T2", "Text two.")
-    assert questions["gold_passage_ids"].tolist() == [[t1, t2], [t2]]
+    assert questions["gold_passage_ids"].to_list() == [[t1, t2], [t2]]
     assert set(questions["type"]) == {"hotpotqa"} and set(questions["n_hops"]) == {2}
 
 
@@ -368,11 +389,11 @@ def test_medical_chunk_text_covers_every_word() -> None:
 
 
 def test_medical_convert(tmp_path: Path) -> None:
-    corpus, questions = medical.convert(_medical_fixture(tmp_path), chunk_words=30, overlap_words=5)
-    titles = corpus["title"].tolist()
+    corpus, questions = medical.tables(_medical_fixture(tmp_path), chunk_words=30, overlap_words=5)
+    titles = corpus["title"].to_list()
     assert titles[0] == "Med #0000" and titles[-1] == f"Med #{len(corpus) - 1:04d}"
-    assert questions["evidence"].tolist() == [f"E{i}" for i in range(4)]
-    assert all(g == [] for g in questions["gold_passage_ids"]) and set(questions["n_hops"]) == {0}
+    assert questions["evidence"].to_list() == [f"E{i}" for i in range(4)]
+    assert all(g == [] for g in questions["gold_passage_ids"].to_list()) and set(questions["n_hops"]) == {0}
     assert medical.balanced_subset_ids(tmp_path) == ["Medical-0", "Medical-1"]
     validate_corpus(corpus)
     validate_questions(questions, corpus)
@@ -383,13 +404,13 @@ def test_medical_convert(tmp_path: Path) -> None:
 
 def test_demo_slice_and_cap(tmp_path: Path) -> None:
     _twowiki_fixture(tmp_path)
-    corpus, questions = demo.convert(tmp_path, n_questions=2)
-    assert questions["question_id"].tolist() == ["q1", "q3"]  # q2 is unreliable
-    assert corpus["title"].tolist() == ["Alpha Film", "Bo Ray", "Dup", "Other"]  # 2Wiki order
-    capped, _ = demo.convert(tmp_path, n_questions=2, max_passages=3)
-    assert "Other" not in capped["title"].tolist()
+    corpus, questions = demo.tables(tmp_path, n_questions=2)
+    assert questions["question_id"].to_list() == ["q1", "q3"]  # q2 is unreliable
+    assert corpus["title"].to_list() == ["Alpha Film", "Bo Ray", "Dup", "Other"]  # 2Wiki order
+    capped, _ = demo.tables(tmp_path, n_questions=2, max_passages=3)
+    assert "Other" not in capped["title"].to_list()
     with pytest.raises(ValueError, match="n_questions"):
-        demo.convert(tmp_path, n_questions=2, max_passages=2)
+        demo.tables(tmp_path, n_questions=2, max_passages=2)
 
 
 def test_prepare_dataset_verifies_then_validates(tmp_path: Path) -> None:
@@ -433,8 +454,8 @@ def test_real_data_counts() -> None:
 
 def test_demo_length_caps_pick_short_questions_and_distractors(tmp_path: Path) -> None:
     _twowiki_fixture(tmp_path)
-    corpus, questions = demo.convert(tmp_path, n_questions=1, max_gold_words=4, max_distractor_words=2)
-    assert questions["question_id"].tolist() == ["q3"]  # q1's gold "Alpha Film" has 8 words
-    assert "Alpha Film" not in corpus["title"].tolist()  # an 8-word distractor is too long
+    corpus, questions = demo.tables(tmp_path, n_questions=1, max_gold_words=4, max_distractor_words=2)
+    assert questions["question_id"].to_list() == ["q3"]  # q1's gold "Alpha Film" has 8 words
+    assert "Alpha Film" not in corpus["title"].to_list()  # an 8-word distractor is too long
     with pytest.raises(ValueError, match="asked for 2 questions"):
-        demo.convert(tmp_path, n_questions=2, max_gold_words=4)
+        demo.tables(tmp_path, n_questions=2, max_gold_words=4)

@@ -61,15 +61,17 @@ def demo_params() -> Params:
 def build_demo(paths: DatasetPaths, params: Params) -> None:
     """Corpus, questions, the sentence index, LLM-free triples, the dense run and LLM facets."""
     from evichain.data.prepare import prepare_dataset
+    from evichain.data.schema import as_pandas
     from evichain.methods.evireform.canonicalize import canonicalize
     from evichain.methods.evireform.extract import TitleMatcher, sentence_propositions
     from evichain.methods.graph.openie import TRIPLE_COLUMNS, proposition_triples
     from flows.cee import run_facets
     from flows.method import run_method
 
-    corpus, questions = prepare_dataset("demo", ROOT / "data", params.data)
-    write_parquet(corpus, paths.corpus)
+    corpus_table, questions = prepare_dataset("demo", ROOT / "data", params.data)
+    write_parquet(corpus_table, paths.corpus)
     write_parquet(questions, paths.questions)
+    corpus = as_pandas(corpus_table)  # the index builders below take pandas
     index = params.evireform.index
     matcher = TitleMatcher(corpus["title"])
     props = pd.DataFrame([r for pid, t, x in zip(corpus["passage_id"], corpus["title"], corpus["text"])

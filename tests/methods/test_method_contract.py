@@ -408,7 +408,7 @@ def test_a_registered_method_runs_as_a_dvc_stage(toy_package: Path, tmp_path: Pa
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """``python -m stages.retrieve_method --method <registered>`` needs no family flow: the
     generic registry flow builds it over the dataset's tables and writes the usual outputs."""
-    from evichain.data.schema import make_corpus, make_questions
+    from evichain.data.schema import corpus_table, questions_table
     from evichain.io import read_json, read_parquet, write_parquet
     from evichain.methods import base
     from evichain.paths import DatasetPaths
@@ -417,11 +417,11 @@ def test_a_registered_method_runs_as_a_dvc_stage(toy_package: Path, tmp_path: Pa
     monkeypatch.setenv("EVICHAIN_METHODS", "toy_overlap_method")
     monkeypatch.setattr(base, "_BUILTINS_LOADED", False)
     monkeypatch.chdir(tmp_path)
-    corpus = make_corpus([("Erstein", "Ermengarde died in the abbey of Erstein."),
-                          ("Alps", "Lake Geneva lies north of the Alps.")])
-    questions = make_questions([{"question_id": "q", "question": "where did ermengarde die",
-                                 "answers": ["Erstein"], "type": "", "n_hops": 1,
-                                 "gold_passage_ids": [corpus["passage_id"].iloc[0]]}])
+    corpus = corpus_table([("Erstein", "Ermengarde died in the abbey of Erstein."),
+                           ("Alps", "Lake Geneva lies north of the Alps.")])
+    questions = questions_table([{"question_id": "q", "question": "where did ermengarde die",
+                                  "answers": ["Erstein"], "type": "", "n_hops": 1,
+                                  "gold_passage_ids": [corpus["passage_id"][0]]}])
     paths = DatasetPaths("fx")
     write_parquet(corpus, paths.corpus)
     write_parquet(questions, paths.questions)

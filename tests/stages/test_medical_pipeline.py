@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from evichain.data.schema import make_corpus, make_questions
+from evichain.data.schema import corpus_table, questions_table
 from evichain.io import read_json, read_parquet, write_parquet
 from evichain.llm.scripted import set_responder
 from evichain.paths import DatasetPaths, ReportPaths
@@ -71,9 +71,9 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "orchestration: {max_workers: 2}\n"
         "medical_qa: {datasets: [medical_s], methods: [bm25], context_k: 2, max_failure_rate: 0.5}\n")
     paths = DatasetPaths("medical_s")
-    corpus = make_corpus([(f"Medical #{i:04d}", t) for i, t in enumerate(TEXTS)])
-    questions = make_questions([{"question_id": q, "question": text, "answers": [a], "gold_passage_ids": [],
-                                 "type": t, "n_hops": 0} for q, text, a, t in QUESTIONS])
+    corpus = corpus_table([(f"Medical #{i:04d}", t) for i, t in enumerate(TEXTS)])
+    questions = questions_table([{"question_id": q, "question": text, "answers": [a], "gold_passage_ids": [],
+                                  "type": t, "n_hops": 0} for q, text, a, t in QUESTIONS])
     pid = dict(zip(corpus["text"], corpus["passage_id"]))
     first = {"q1": TEXTS[0], "q2": TEXTS[1], "q3": TEXTS[1], "q4": TEXTS[2], "q5": TEXTS[0]}
     run = pd.DataFrame([{"question_id": q, "rank": r + 1, "passage_id": pid[t], "score": 1.0 - r / 10}
