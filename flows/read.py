@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from evichain.config import LLMParams
-from evichain.io import read_parquet
+from evichain.io import read_table
 from evichain.llm import LLMClient, Usage
 from evichain.qa.reader import QA_COLUMNS, evidence_contexts, read_one, top_k_contexts
 from flows.common import collect
@@ -45,11 +46,15 @@ def read_question(llm: LLMParams, stage: str, qid: str, question: str,
 
 
 def load_contexts(corpus_path: Path, run_path: Path, k: int) -> dict[str, list[dict[str, str]]]:
-    """question_id → its top-``k`` passages (id, title, text) from a run."""
-    corpus = read_parquet(corpus_path).set_index("passage_id")
-    ids = top_k_contexts(read_parquet(run_path), k)
-    return {q: [{"passage_id": p, "title": str(corpus.at[p, "title"]), "text": str(corpus.at[p, "text"])}
-                for p in pids] for q, pids in ids.items()}
+    """question_id → its top-``k`` passages (id, title, text) from a run; a passage missing
+    from the corpus is a ``KeyError``."""
+    ids = top_k_contexts(read_table(run_path), k)
+    wanted = sorted({p for pids in ids.values() for p in pids})
+    corpus = read_table(corpus_path, columns=["passage_id", "title", "text"])
+    rows = corpus.filter(pl.col("passage_id").is_in(wanted))
+    by_id = {pid: {"passage_id": pid, "title": str(title), "text": str(text)}
+             for pid, title, text in rows.iter_rows()}
+    return {q: [by_id[p] for p in pids] for q, pids in ids.items()}
 
 
 @flow(name="read", log_prints=True)
@@ -57,17 +62,19 @@ def read_flow(questions_path: Path, corpus_path: Path | None, run_path: Path | N
               llm: LLMParams, stage: str, evidence_path: Path | None = None,
               budget_tokens: int = 3000) -> tuple[pd.DataFrame, Usage]:
     """Answer every question from its top-``k`` context, from an iterative method's own
-    evidence (``evidence_path``, cut to ``budget_tokens``), or without context."""
-    questions = read_parquet(questions_path)
+    evidence (``evidence_path``, cut to ``budget_tokens``), or without context; the answers
+    (:data:`QA_COLUMNS`, sorted by ``question_id``) as pandas, which its callers index."""
+    questions = read_table(questions_path, columns=["question_id", "question"])
     client = stage_client(llm, stage)  # created (and a local server started) in the flow's thread
     if evidence_path is not None:
-        contexts = evidence_contexts(read_parquet(evidence_path), budget_tokens, client.count_tokens)
+        contexts = evidence_contexts(read_table(evidence_path), budget_tokens, client.count_tokens)
     elif run_path is None or corpus_path is None:
         contexts = None
     else:
         contexts = load_contexts(corpus_path, run_path, k)
     futures = [read_question.submit(llm, stage, qid, q, None if contexts is None else contexts.get(qid, []))
-               for qid, q in zip(questions["question_id"], questions["question"])]
+               for qid, q in questions.iter_rows()]
     rows = collect(futures, f"{stage}: questions answered")
+    # pandas: the table's callers (stages/read, tests/flows) index it as pandas
     table = pd.DataFrame(rows, columns=QA_COLUMNS).sort_values("question_id").reset_index(drop=True)
     return table, stage_client(llm, stage).usage

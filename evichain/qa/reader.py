@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import pandas as pd
+import polars as pl
 
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.qa.prompts import DIRECT, READER
@@ -20,10 +20,13 @@ QA_COLUMNS = ["question_id", "prediction", "status", "error_kind", "error", "con
               "prompt_tokens", "completion_tokens"]
 
 
-def top_k_contexts(run: pd.DataFrame, k: int) -> dict[str, list[str]]:
-    """question_id → the first ``k`` passage ids of a run, in rank order."""
-    top = run.sort_values(["question_id", "rank"], kind="stable").groupby("question_id").head(k)
-    return {qid: list(g["passage_id"]) for qid, g in top.groupby("question_id", sort=False)}
+def top_k_contexts(run: pl.DataFrame, k: int) -> dict[str, list[str]]:
+    """question_id → the first ``k`` passage ids of a run, in rank order (``rank`` ascending,
+    nulls last; equal ranks keep their row order)."""
+    ordered = (run.select(pl.col("question_id").cast(pl.String), "rank", pl.col("passage_id").cast(pl.String))
+               .drop_nulls("question_id").sort(["question_id", "rank"], nulls_last=True, maintain_order=True))
+    top = ordered.group_by("question_id", maintain_order=True).agg(pl.col("passage_id").head(k))
+    return dict(top.iter_rows())
 
 
 def fit_to_budget(passages: Sequence[dict[str, str]], budget: int,
@@ -49,15 +52,17 @@ def fit_to_budget(passages: Sequence[dict[str, str]], budget: int,
     return kept
 
 
-def evidence_contexts(evidence: pd.DataFrame, budget: int,
+def evidence_contexts(evidence: pl.DataFrame, budget: int,
                       count: Callable[[str], int]) -> dict[str, list[dict[str, str]]]:
-    """question_id → an iterative method's own evidence (``position`` order), cut to ``budget``
-    tokens with :func:`fit_to_budget` (EviReform §4.2: 3,000 tokens of the reader's tokenizer)."""
-    ordered = evidence.sort_values(["question_id", "position"], kind="stable")
+    """question_id → an iterative method's own evidence (``position`` ascending, nulls last;
+    equal positions keep their row order), cut to ``budget`` tokens with :func:`fit_to_budget`
+    (EviReform §4.2: 3,000 tokens of the reader's tokenizer)."""
+    ordered = (evidence.drop_nulls("question_id")
+               .sort(["question_id", "position"], nulls_last=True, maintain_order=True))
     out: dict[str, list[dict[str, str]]] = {}
-    for qid, group in ordered.groupby("question_id", sort=False):
+    for (qid,), group in ordered.group_by("question_id", maintain_order=True):
         items = [{"passage_id": str(p), "title": str(t), "text": str(x)}
-                 for p, t, x in zip(group["passage_id"], group["title"], group["text"])]
+                 for p, t, x in group.select("passage_id", "title", "text").iter_rows()]
         out[str(qid)] = fit_to_budget(items, budget, count)
     return out
 

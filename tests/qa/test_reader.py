@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
+import polars as pl
 
 from evichain.config import LLMParams
 from evichain.llm import LLMCache, LLMClient
@@ -13,7 +13,7 @@ from evichain.qa.reader import evidence_contexts, fit_to_budget, read_one, top_k
 
 
 def test_top_k_contexts_follow_rank_order() -> None:
-    run = pd.DataFrame({"question_id": ["a", "a", "a", "b"], "rank": [2, 1, 3, 1],
+    run = pl.DataFrame({"question_id": ["a", "a", "a", "b"], "rank": [2, 1, 3, 1],
                         "passage_id": ["p2", "p1", "p3", "p9"], "score": [0.5, 0.9, 0.1, 1.0]})
     assert top_k_contexts(run, 2) == {"a": ["p1", "p2"], "b": ["p9"]}
 
@@ -45,7 +45,7 @@ def test_reader_sends_evidence_as_quoted_json_after_the_instructions(tmp_path) -
 
 
 def test_evidence_contexts_follow_position_and_budget() -> None:
-    evidence = pd.DataFrame({
+    evidence = pl.DataFrame({
         "question_id": ["q1", "q1", "q1", "q2"],
         "position": [2, 0, 1, 0],
         "passage_id": ["c", "a", "b", "z"],
