@@ -13,36 +13,49 @@ pseudo-inverse of a degree vector (:func:`pinv_diag`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import scipy.sparse as sp
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def order_propositions(props: pd.DataFrame, passage_ids: list[str]) -> pd.DataFrame:
-    """Propositions of known passages, in stored passage order then ordinal."""
+Table = TypeVar("Table", pl.DataFrame, "pd.DataFrame")
+"""A table of the index (polars, or pandas from the methods that read theirs with pandas)."""
+
+
+def order_propositions(props: Table, passage_ids: list[str]) -> Table:
+    """Propositions of known passages sorted by (stored passage order, ordinal), where the
+    ordinal is the integer after the last ``#`` of ``prop_id``; returned as the type given
+    (pandas with a fresh 0..M−1 index). A proposition of an unknown passage is a ValueError."""
     rank = {pid: i for i, pid in enumerate(passage_ids)}
-    unknown = sorted(set(props["passage_id"]) - set(rank))
+    pids = props["passage_id"].to_list()
+    unknown = sorted(set(pids) - set(rank))
     if unknown:
         raise ValueError(f"{len(unknown)} propositions' passages are not in the corpus, "
                          f"e.g. {unknown[:3]}: rebuild the index for this corpus")
-    ordinal = props["prop_id"].str.rsplit("#", n=1).str[1].astype(int)
-    keys = pd.DataFrame({"p": props["passage_id"].map(rank), "o": ordinal})
-    order = np.lexsort((keys["o"].to_numpy(), keys["p"].to_numpy()))
+    ordinal = np.array([int(p.rsplit("#", 1)[1]) for p in props["prop_id"].to_list()], dtype=np.int64)
+    order = np.lexsort((ordinal, np.array([rank[p] for p in pids], dtype=np.int64)))
+    if isinstance(props, pl.DataFrame):
+        return props[order]
     return props.iloc[order].reset_index(drop=True)
 
 
-def incidence_matrix(prop_ids: list[str], entity_ids: list[str], incidence: pd.DataFrame
-                     ) -> sp.csr_matrix:
-    """Binary A (M × N_e) from (prop_id, entity_id) rows; rows of unknown ids are errors."""
+def incidence_matrix(prop_ids: list[str], entity_ids: list[str],
+                     incidence: pl.DataFrame | pd.DataFrame) -> sp.csr_matrix:
+    """Binary A (M × N_e) from (prop_id, entity_id) rows: A[i, j] = 1 when proposition
+    ``prop_ids[i]`` mentions entity ``entity_ids[j]``; rows of unknown ids are errors."""
     prow = {p: i for i, p in enumerate(prop_ids)}
     ecol = {e: j for j, e in enumerate(entity_ids)}
-    rows = incidence["prop_id"].map(prow)
-    cols = incidence["entity_id"].map(ecol)
-    if rows.isna().any() or cols.isna().any():
+    rows = [prow.get(p) for p in incidence["prop_id"].to_list()]
+    cols = [ecol.get(e) for e in incidence["entity_id"].to_list()]
+    if None in rows or None in cols:
         raise ValueError("incidence rows reference unknown propositions or entities: "
                          "re-run canonicalize_entities after extract_propositions")
-    return binary_csr(rows.to_numpy(int), cols.to_numpy(int), (len(prop_ids), len(entity_ids)))
+    return binary_csr(np.asarray(rows, dtype=int), np.asarray(cols, dtype=int),
+                      (len(prop_ids), len(entity_ids)))
 
 
 def binary_csr(rows: np.ndarray | Sequence[int], cols: np.ndarray | Sequence[int],
