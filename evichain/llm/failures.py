@@ -10,7 +10,11 @@ and a resumed run repeats nothing, then apply the rule:
   (the summary's ``llm_usage``) and failed questions (its trace), both against
   ``llm.max_failure_rate``.
 
-Light on purpose (pandas is imported by the one function that needs it).
+The rule runs on polars. Every caller still passes the pandas trace its flow returns
+(``stages/_common.py``, ``evichain/methods/fused/method.py``, ``flows/user.py``), so a pandas
+trace is converted here, column by column, to the types a polars trace has (:func:`trace_flags`);
+polars and pandas are imported by the functions that need them, so importing this module stays
+light.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
+    import polars as pl
 
 LLM_LIMIT_KEY = "llm.max_failure_rate"
+FAILED_STATUSES: tuple[str, ...] = ("failed", "partial")
 
 
 class FailureRateExceeded(RuntimeError):
@@ -40,7 +46,64 @@ def check_failure_rate(failed: int, total: int, limit: float, *, key: str, what:
                                   f"({failed / max(1, total):.1%} > {key} {limit:.1%}); see {see}")
 
 
-def failed_questions(trace: pd.DataFrame) -> int:
+def _is_status(name: str) -> bool:
+    """A trace column the rule reads as a status: ``status`` or ``*_status``."""
+    return name == "status" or name.endswith("_status")
+
+
+def trace_flags(trace: pl.DataFrame | pd.DataFrame) -> dict[str, pl.Series]:
+    """The columns of ``trace`` the rule reads, by name, as polars: every ``status``/``*_status``
+    column as ``String``, ``llm_failures`` as ``List(String)``, ``fallback`` as ``Boolean``.
+
+    A polars trace is cast (a string ``fallback``, CatRAG's, is true when non-empty; a NaN is
+    null). A pandas trace is converted as the pandas rule read it: a status is ``str(value)``
+    (``astype(str)``: ``None`` reads "None"), ``llm_failures`` keeps ``None`` and lists (or
+    arrays) of items, ``fallback`` is ``bool(value)`` ("" false) with a missing value (``None``,
+    NaN, ``pd.NA``) null, as ``fillna(False).astype(bool)`` read it.
+    """
+    import polars as pl
+
+    if isinstance(trace, pl.DataFrame):
+        return {c: _cast(trace[c]) for c in trace.columns if _read_by_rule(c)}
+    return {str(c): _from_pandas(str(c), trace[c].tolist()) for c in trace.columns
+            if _read_by_rule(str(c))}
+
+
+def _read_by_rule(name: str) -> bool:
+    """Whether the rule reads column ``name``."""
+    return _is_status(name) or name in ("llm_failures", "fallback")
+
+
+def _cast(column: pl.Series) -> pl.Series:
+    """A polars trace column in the rule's type (see :func:`trace_flags`)."""
+    import polars as pl
+
+    if _is_status(column.name):
+        return column.cast(pl.String)
+    if column.name == "llm_failures":
+        return column.cast(pl.List(pl.String))
+    if column.dtype == pl.String:  # e.g. CatRAG's fallback: the fallback's name, "" for none
+        return column.str.len_chars() > 0
+    if column.dtype.is_float():
+        column = column.fill_nan(None)
+    return column.cast(pl.Boolean)
+
+
+def _from_pandas(name: str, values: list[Any]) -> pl.Series:
+    """A pandas trace column's values in the rule's type (see :func:`trace_flags`)."""
+    import pandas as pd
+    import polars as pl
+
+    if _is_status(name):
+        return pl.Series(name, [str(v) for v in values], dtype=pl.String)
+    if name == "llm_failures":
+        return pl.Series(name, [None if v is None else [str(x) for x in v] for v in values],
+                         dtype=pl.List(pl.String))
+    return pl.Series(name, [None if pd.api.types.is_scalar(v) and pd.isna(v) else bool(v)
+                            for v in values], dtype=pl.Boolean)
+
+
+def failed_questions(trace: pl.DataFrame | pd.DataFrame) -> int:
     """Questions whose trace row records a failed LLM call, by the methods' trace conventions.
 
     A row counts when ``status`` is ``failed`` or ``partial`` (graph, iterative, listwise
@@ -50,28 +113,29 @@ def failed_questions(trace: pd.DataFrame) -> int:
     question that fails at its first call makes one failed request, an answered one several,
     so a replay with half its questions unanswered can stay under the per-request limit.
     """
-    import pandas as pd
+    import polars as pl
 
-    failed = pd.Series(False, index=trace.index)
-    if "status" in trace:
-        failed |= trace["status"].astype(str).isin(["failed", "partial"])
-    for col in (c for c in trace.columns if str(c).endswith("_status")):
-        failed |= trace[col].astype(str).str.startswith("llm_")
-    if "llm_failures" in trace:
-        failed |= trace["llm_failures"].map(lambda v: v is not None and len(v) > 0)
+    failed = pl.repeat(False, len(trace), eager=True)
+    for name, column in trace_flags(trace).items():
+        if name == "status":
+            failed |= column.is_in(FAILED_STATUSES).fill_null(False)
+        elif name.endswith("_status"):
+            failed |= column.str.starts_with("llm_").fill_null(False)
+        elif name == "llm_failures":
+            failed |= (column.list.len() > 0).fill_null(False)
     return int(failed.sum())
 
 
-def llm_failure_counts(summary: Mapping[str, Any], trace: pd.DataFrame) -> dict[str, int]:
+def llm_failure_counts(summary: Mapping[str, Any], trace: pl.DataFrame | pd.DataFrame) -> dict[str, int]:
     """A retrieval run's LLM requests and failed requests (``summary["llm_usage"]``), its
     questions and failed questions (:func:`failed_questions`), and, where the trace has a
-    ``fallback`` column, the questions answered by a fallback."""
+    ``fallback`` column, the questions answered by a fallback (a missing value counts as not)."""
     usage = summary.get("llm_usage") or {}
     counts = {"llm_requests": int(usage.get("requests", 0)),
               "llm_failed_requests": int(usage.get("failures", 0)),
               "questions": len(trace), "failed_questions": failed_questions(trace)}
-    if "fallback" in trace:
-        counts["fallback_questions"] = int(trace["fallback"].fillna(False).astype(bool).sum())
+    if "fallback" in trace.columns:
+        counts["fallback_questions"] = int(trace_flags(trace)["fallback"].fill_null(False).sum())
     return counts
 
 

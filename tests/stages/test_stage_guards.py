@@ -6,10 +6,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
+import polars as pl
 import pytest
 
 import stages._common
-from evichain.llm.failures import check_failure_rate, failed_questions
+from evichain.llm.failures import (
+    check_failure_rate,
+    failed_questions,
+    llm_failure_counts,
+)
 from evichain.paths import DatasetPaths
 from stages._common import write_method_outputs
 
@@ -63,6 +68,24 @@ def test_failed_questions_reads_every_methods_trace_convention() -> None:
                         "llm_failures": [[], ["round2:summary:invalid_json"], None]})
     assert failed_questions(cee) == 1
     assert failed_questions(pd.DataFrame({"question_id": ["q1"], "fallback": [True]})) == 0
+
+
+def test_the_rule_reads_polars_traces_as_pandas_ones() -> None:
+    """A polars trace counts as the same trace in pandas: statuses, CEE's lists (null = none),
+    a fallback flag (null = not) or CatRAG's fallback name ("" = none)."""
+    traces = [
+        {"status": ["ok", "failed", None], "filter_status": ["llm_timeout", "ok", "ok"]},
+        {"stop_reason": ["rounds", "x", "rounds"], "llm_failures": [[], ["round2:summary:invalid_json"], None]},
+        {"question_id": ["q1", "q2", "q3"], "fallback": [True, None, False]},
+        {"question_id": ["q1", "q2", "q3"], "fallback": ["", "dense", ""]},
+    ]
+    usage = {"llm_usage": {"requests": 4, "failures": 1}}
+    for columns in traces:
+        as_pandas, as_polars = pd.DataFrame(columns), pl.DataFrame(columns)
+        assert llm_failure_counts(usage, as_polars) == llm_failure_counts(usage, as_pandas)
+    assert failed_questions(pl.DataFrame(traces[0])) == 2
+    assert failed_questions(pl.DataFrame(traces[1])) == 1
+    assert llm_failure_counts(usage, pl.DataFrame(traces[3]))["fallback_questions"] == 1
 
 
 def test_llm_method_stage_fails_when_many_questions_fail_at_few_requests(
