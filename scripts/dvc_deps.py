@@ -13,6 +13,12 @@ not once per stage, and the lock holds each list once (``stages/code_digest.py``
 ``--write`` adds a missing code stage right after its template, removes one whose template is
 gone, and moves a template's own source deps to its code stage.
 
+Params the same way: a template's ``params.yaml`` keys are declared once, on a hand-written
+stage ``params_<template>`` (``python -m stages.params_digest <template>``, a matrix over the
+item fields its keys name), whose output ``pipeline/params/<template>[/<item>].json`` the
+template's stages depend on; ``--check`` fails on a template that declares keys itself
+(:func:`params_problems`). Params stages are not templates: they get no code stage.
+
 For each template of ``dvc.yaml`` (a stage whose ``cmd`` is ``python -m <project module>``),
 the expected source deps of its code stage (files under ``evichain/``, ``flows/``,
 ``stages/``, one entry per file, sorted; plus the digest module's own) are:
@@ -88,6 +94,44 @@ CODE_PREFIX = "code_"
 """``code_<template>`` lists the template's source deps and writes its digest."""
 DIGEST_DIR = "pipeline/code"
 """Where ``code_<template>`` writes ``<template>.md5`` (committed)."""
+
+
+PARAMS_MODULE = "stages.params_digest"
+"""The command of a params stage: ``python -m stages.params_digest <template> [--item ...]``."""
+PARAMS_PREFIX = "params_"
+"""``params_<template>`` declares the template's ``params.yaml`` keys and writes their values."""
+PARAMS_DIR = "pipeline/params"
+"""Where ``params_<template>`` writes ``<template>.json`` or ``<template>/<item>.json``."""
+
+
+def params_template(stage: str, spec: dict[str, Any]) -> str | None:
+    """The template a params stage writes the values of (its command is ``python -m
+    stages.params_digest <t> ...``); None for any other stage."""
+    cmds = _commands(spec)
+    words = cmds[0].split() if len(cmds) == 1 else []
+    if words[:3] not in (["python", "-m", PARAMS_MODULE], ["python3", "-m", PARAMS_MODULE]):
+        return None
+    return words[3] if len(words) > 3 else ""
+
+
+def params_problems(dvc: dict[str, Any]) -> list[str]:
+    """A template that declares ``params.yaml`` keys itself (DVC would parse ``params.yaml`` for
+    each of its stages), or depends on a params file without a ``params_<template>`` stage."""
+    stages = dvc.get("stages") or {}
+    problems = []
+    for name, spec in stages.items():
+        if params_template(name, spec) is not None or code_template(name, spec) is not None:
+            continue
+        body = spec.get("do", spec)
+        own = [k for k in body.get("params") or [] if isinstance(k, str)]
+        if own:
+            problems.append(f"{name}: declares params.yaml keys ({own[0]}, ...); declare them on "
+                            f"{PARAMS_PREFIX}{name} (python -m {PARAMS_MODULE}) and depend on its file")
+        uses = [d for d in map(dep_path, body.get("deps") or []) if d.startswith(PARAMS_DIR + "/")]
+        if uses and params_template(PARAMS_PREFIX + name, stages.get(PARAMS_PREFIX + name, {})) != name:
+            problems.append(f"{name}: depends on {uses[0]} but no stage {PARAMS_PREFIX}{name} "
+                            f"runs python -m {PARAMS_MODULE} {name}")
+    return problems
 
 
 def digest_dep(template: str) -> str:
@@ -501,7 +545,7 @@ def template_modules(dvc: dict[str, Any], params: dict[str, Any],
     its command loads, over its ``--method`` values, and the problems found."""
     out: dict[str, tuple[set[str], list[str]]] = {}
     for stage, spec in (dvc.get("stages") or {}).items():
-        if code_template(stage, spec) is not None:
+        if code_template(stage, spec) is not None or params_template(stage, spec) is not None:
             continue
         modules: set[str] = set()
         problems: list[str] = []
@@ -567,7 +611,10 @@ def load_params_file(root: Path) -> dict[str, Any]:
 def check(text: str, root: Path = ROOT, params: dict[str, Any] | None = None) -> list[StageDeps]:
     """The stages of dvc.yaml ``text`` whose source deps are not exactly what they import."""
     params = load_params_file(root) if params is None else params
-    return [s for s in stage_deps(yaml.safe_load(text) or {}, params, Project(root)) if not s.ok]
+    dvc = yaml.safe_load(text) or {}
+    bad = [s for s in stage_deps(dvc, params, Project(root)) if not s.ok]
+    return bad + [StageDeps(p.split(":", 1)[0], [], [], [p.split(": ", 1)[1]])
+                  for p in params_problems(dvc)]
 
 
 def report(bad: list[StageDeps]) -> str:
@@ -736,6 +783,9 @@ def _same_but_source_deps(before: dict[str, Any], after: dict[str, Any]) -> None
         for name, spec in (doc.get("stages") or {}).items():
             if code_template(name, spec) is not None:
                 continue  # code stages are generated
+            if params_template(name, spec) is not None:
+                stages[name] = spec  # params stages are written by hand: kept as they are
+                continue
             spec = dict(spec)
             body = dict(spec.get("do", spec))
             if "deps" in body:

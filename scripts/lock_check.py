@@ -13,7 +13,9 @@ A lock entry is *stale* when what it recorded differs from the repository as com
   longer exists;
 * its source deps are not the set ``dvc.yaml`` lists for the stage now (an import added or
   removed since; ``dvc.yaml``'s lists are the stages' imports, ``scripts/dvc_deps.py``);
-* a ``params.yaml`` value it recorded that differs now;
+* a ``params.yaml`` value it recorded that differs now, or a params file
+  (``pipeline/params/...``, written by ``params_<template>``) whose md5 differs now, or none
+  recorded where ``dvc.yaml`` now lists one;
 * a committed output (``reports/...``) whose md5 differs from the file now (the committed
   result is not the one the lock recorded).
 
@@ -40,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from scripts.dvc_deps import dep_path, is_source
+from scripts.dvc_deps import PARAMS_DIR, dep_path, is_source
 
 ROOT = Path(__file__).resolve().parents[1]
 KNOWN_STALE = "reproduce/stale-lock-entries.txt"
@@ -120,6 +122,13 @@ def template_source_deps(dvc: dict[str, Any]) -> dict[str, set[str]]:
     return out
 
 
+def templates_with_params_file(dvc: dict[str, Any]) -> set[str]:
+    """Templates whose stages depend on a params file (``pipeline/params/...``) of their
+    ``params_<template>`` stage."""
+    return {name for name, spec in (dvc.get("stages") or {}).items()
+            if any(d.startswith(PARAMS_DIR + "/") for d in map(dep_path, spec.get("do", spec).get("deps") or []))}
+
+
 def _compared(path: str) -> bool:
     return not path.startswith(UNCOMPARED)
 
@@ -128,7 +137,7 @@ def _dep_reasons(entry: dict[str, Any], files: Files) -> list[str]:
     reasons = []
     for dep in entry.get("deps") or []:
         path, md5 = dep["path"], str(dep.get("md5", ""))
-        if not _compared(path) or not (is_source(path) or path.startswith("scripts/")):
+        if not _compared(path) or not (is_source(path) or path.startswith(("scripts/", PARAMS_DIR + "/"))):
             continue
         if md5.endswith(".dir"):
             reasons.append(f"{path}: recorded as a directory dep (deps are files now)")
@@ -156,13 +165,17 @@ def _out_reasons(entry: dict[str, Any], files: Files) -> list[str]:
 def staleness(root: Path = ROOT) -> list[Staleness]:
     """Every entry of ``root``'s dvc.lock with the reasons it is stale, in lock order."""
     lock = load_yaml(root / "dvc.lock").get("stages") or {}
-    templates = template_source_deps(load_yaml(root / "dvc.yaml"))
+    dvc = load_yaml(root / "dvc.yaml")
+    templates, with_params = template_source_deps(dvc), templates_with_params_file(dvc)
     params = load_yaml(root / "params.yaml")
     files = Files(root)
     found = []
     for stage, entry in lock.items():
         reasons = _dep_reasons(entry, files) + _param_reasons(entry, params)
         listed = templates.get(stage.split("@")[0])
+        if stage.split("@")[0] in with_params and not any(
+                dep["path"].startswith(PARAMS_DIR + "/") for dep in entry.get("deps") or []):
+            reasons.append(f"no {PARAMS_DIR}/ dep recorded (its params moved to params_<template>)")
         if listed is None:
             reasons.append("no such stage in dvc.yaml")
         else:

@@ -54,12 +54,15 @@ def build_replay_cache(root: Path = ROOT) -> tuple[Path, int, int]:
 
 
 def code_stages(root: Path = ROOT) -> list[str]:
-    """Every ``code_<template>`` stage of dvc.yaml (no model, ~1 s each): they write the code
-    digests the recorded stages depend on, so they run first, recorded or not."""
-    from scripts.dvc_deps import CODE_PREFIX
-    from scripts.lock_check import load_yaml
+    """Every ``code_<template>`` and ``params_<template>`` stage of dvc.yaml (no model, ~1 s
+    each): they write the code digests and params files the recorded stages depend on, so they
+    run first, recorded or not (a matrix params stage by its template name: all its items)."""
+    from dvc.repo import Repo
 
-    return [n for n in load_yaml(root / "dvc.yaml").get("stages") or {} if n.startswith(CODE_PREFIX)]
+    from scripts.dvc_deps import CODE_PREFIX, PARAMS_PREFIX
+
+    with Repo(str(root)) as repo:
+        return [s.addressing for s in repo.index.stages if s.addressing.startswith((CODE_PREFIX, PARAMS_PREFIX))]
 
 
 def in_order(targets: list[str], root: Path = ROOT) -> list[str]:
