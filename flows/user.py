@@ -32,10 +32,10 @@ import pandas as pd
 
 from evichain.config import Params
 from evichain.data.user import UserDataset
-from evichain.io import read_parquet, write_json, write_parquet, write_text
+from evichain.io import read_table, write_json, write_parquet, write_text
 from evichain.llm.failures import check_llm_failures, llm_failure_counts
 from evichain.methods.base import PROPOSITION_TABLES, Method
-from evichain.metrics.retrieval import aggregate, per_question_metrics
+from evichain.metrics.retrieval import EXCLUDED_ATTR, aggregate, per_question_frame
 from evichain.paths import DatasetPaths
 from flows.method import run_method
 
@@ -65,7 +65,7 @@ def proposition_tables(paths: DatasetPaths, params: Params, name: str) -> dict[s
 
     index = params.evireform.index.for_dataset(name)
     out = run_extraction(paths, index, params.llm, orch=params.orchestration)
-    titles = read_parquet(paths.corpus)["title"].tolist()
+    titles = read_table(paths.corpus, columns=["title"])["title"].to_list()
     entities, incidence = canonicalize(out.propositions, titles, index.fuzzy_threshold,
                                        index.fuzzy_min_chars)
     tables = {"propositions": out.propositions, "entities": entities, "incidence": incidence}
@@ -147,8 +147,8 @@ def run_user(data: UserDataset, method: Method, variant: str, params: Params, ou
     failures = counts if method.uses_llm else {}
     metrics: dict[str, Any] = {}
     if data.has_gold:
-        per_q = per_question_metrics(run, data.questions, params.evaluate.ks)
-        metrics = aggregate(per_q)
+        per_q, excluded = per_question_frame(run, data.questions, params.evaluate.ks)
+        metrics = aggregate(per_q, {EXCLUDED_ATTR: excluded})
         files["per_question"] = out / f"{label}-per_question.parquet"
         files["metrics"] = out / f"{label}-metrics.json"
         write_parquet(per_q, files["per_question"])
