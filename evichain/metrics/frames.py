@@ -7,6 +7,7 @@ once, at entry, and passes polars frames through unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -29,3 +30,13 @@ def mean(column: pl.Series) -> float:
 
     values = column.cast(pl.Float64).to_numpy()
     return float(np.nanmean(values)) if len(values) else float("nan")
+
+
+def columns_as_polars(frame: pl.DataFrame | pd.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
+    """The columns of ``columns`` that ``frame`` has, in that order, as polars; a pandas frame is
+    cut to them before :func:`as_polars`, so columns not needed (lists of records, mixed
+    objects) are never converted."""
+    present = [c for c in columns if c in frame.columns]
+    if isinstance(frame, pl.DataFrame):
+        return frame.select(present)
+    return as_polars(frame[present])

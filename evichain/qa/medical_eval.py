@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import polars as pl
 
+from evichain.metrics.frames import columns_as_polars
 from evichain.qa.medical_metrics import (
-    METRIC_COLUMNS, METRICS_BY_TYPE, answer_correctness, mean_accuracy, metrics_for,
+    METRIC_COLUMNS, METRICS_BY_TYPE, answer_correctness, count_where, mean_accuracy, metrics_for,
     scaled_similarity, type_summary,
 )
 
@@ -74,31 +76,51 @@ def finalize(per_q: pd.DataFrame) -> pd.DataFrame:
     return per_q[PER_QUESTION_COLUMNS].sort_values("question_id", kind="stable").reset_index(drop=True)
 
 
-def summarize(per_q: pd.DataFrame, *, dataset: str, method: str, judge_model: str,
+TOKEN_COLUMNS: tuple[str, ...] = ("judge_prompt_tokens", "judge_completion_tokens",
+                                  "reader_prompt_tokens", "reader_completion_tokens")
+
+
+def summarize(per_q: pl.DataFrame | pd.DataFrame, *, dataset: str, method: str, judge_model: str,
               reader_model: str, similarity_model: str,
               weights: tuple[float, float]) -> dict[str, Any]:
-    """The metrics JSON: per-type metrics and counts, ACC, models, tokens (response tokens,
-    identical on a cache hit, so an unchanged re-run writes the same file)."""
-    per_type = type_summary(per_q)
-    n = max(1, len(per_q))
-    judge_pt, judge_ct = int(per_q["judge_prompt_tokens"].sum()), int(per_q["judge_completion_tokens"].sum())
-    read_pt, read_ct = int(per_q["reader_prompt_tokens"].sum()), int(per_q["reader_completion_tokens"].sum())
+    """The metrics JSON: per-type metrics and counts (:func:`type_summary`), ACC, models, tokens
+    (response tokens, identical on a cache hit, so an unchanged re-run writes the same file).
+
+    ``<side>_tokens_per_question = round((prompt + completion) / max(1, questions), 2)`` with
+    column totals (nulls as 0); ``idk_answers`` counts true ``idk`` (null as false);
+    ``parse_repairs`` is the column total. A pandas table (what stages/evaluate_medical passes)
+    is converted once, on the columns used.
+    """
+    table = columns_as_polars(per_q, ["type", "status", "idk", "parse_repairs", *METRIC_COLUMNS,
+                                      *TOKEN_COLUMNS])
+    per_type = type_summary(table)
+    n = max(1, table.height)
+    judge_pt, judge_ct = column_total(table, "judge_prompt_tokens"), column_total(table, "judge_completion_tokens")
+    read_pt, read_ct = column_total(table, "reader_prompt_tokens"), column_total(table, "reader_completion_tokens")
     return {
         "dataset": dataset, "method": method, "benchmark": "GraphRAG-Bench Medical",
         "judge_model": judge_model, "reader_model": reader_model,
         "similarity_model": similarity_model, "correctness_weights": list(weights),
         "metrics_by_type": {t: list(m) for t, m in METRICS_BY_TYPE.items()},
-        "questions": int(len(per_q)),
-        "answer_failed": int((per_q["status"] == "answer_failed").sum()),
-        "judge_failed": int((per_q["status"] == "judge_failed").sum()),
-        "idk_answers": int(per_q["idk"].fillna(False).astype(bool).sum()),
-        "parse_repairs": int(pd.to_numeric(per_q["parse_repairs"]).fillna(0).sum()),
+        "questions": table.height,
+        "answer_failed": count_where(table, pl.col("status") == "answer_failed"),
+        "judge_failed": count_where(table, pl.col("status") == "judge_failed"),
+        "idk_answers": count_where(table, pl.col("idk").cast(pl.Boolean)),
+        "parse_repairs": column_total(table, "parse_repairs"),
         "per_type": per_type, "ACC": mean_accuracy(per_type),
         "judge_tokens": {"prompt": judge_pt, "completion": judge_ct},
         "judge_tokens_per_question": round((judge_pt + judge_ct) / n, 2),
         "reader_tokens": {"prompt": read_pt, "completion": read_ct},
         "reader_tokens_per_question": round((read_pt + read_ct) / n, 2),
     }
+
+
+def column_total(table: pl.DataFrame, column: str) -> int:
+    """``int(Σ column)``, null and NaN counted as 0."""
+    values = table[column]
+    if values.dtype.is_float():
+        values = values.fill_nan(None)
+    return int(values.sum())
 
 
 def flat_metrics(summary: Mapping[str, Any]) -> dict[str, float | None]:

@@ -32,10 +32,15 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+import polars as pl
+
+from evichain.metrics.frames import columns_as_polars, mean
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 QUESTION_TYPES: tuple[str, ...] = ("Fact Retrieval", "Complex Reasoning", "Contextual Summarize",
                                    "Creative Generation")
@@ -134,24 +139,52 @@ def fraction_true(verdicts: Iterable[bool]) -> float:
 
 
 # ---------------------------------------------------------------------- aggregation
-def type_summary(per_q: pd.DataFrame) -> dict[str, dict[str, Any]]:
+def type_summary(per_q: pl.DataFrame | pd.DataFrame) -> dict[str, dict[str, Any]]:
     """Per question type: n (questions), counts by status, and the mean of each of its metrics
-    over the questions where the metric is defined (NaN excluded)."""
+    over the questions where the metric is defined.
+
+    ``n_idk`` counts true ``idk`` (null as false); a metric value is defined when it reads as a
+    number (others, null and NaN excluded, as ``pd.to_numeric(errors="coerce").dropna()``);
+    ``<metric> = round(sum / n_<metric>, 6)``, summed by numpy, or None when none is defined.
+    pandas tables (what stages/evaluate_medical passes) are converted once, on the columns used.
+    """
+    table = columns_as_polars(per_q, ["type", "status", "idk", *METRIC_COLUMNS])
     out: dict[str, dict[str, Any]] = {}
     for qtype in QUESTION_TYPES:
-        rows = per_q[per_q["type"] == qtype]
+        rows = table.filter(pl.col("type") == qtype)
         entry: dict[str, Any] = {
-            "n": int(len(rows)),
-            "n_answer_failed": int((rows["status"] == "answer_failed").sum()),
-            "n_judge_failed": int((rows["status"] == "judge_failed").sum()),
-            "n_idk": int(rows["idk"].fillna(False).astype(bool).sum()) if "idk" in rows else 0,
+            "n": rows.height,
+            "n_answer_failed": count_where(rows, pl.col("status") == "answer_failed"),
+            "n_judge_failed": count_where(rows, pl.col("status") == "judge_failed"),
+            "n_idk": count_where(rows, pl.col("idk").cast(pl.Boolean)) if "idk" in rows.columns else 0,
         }
         for metric in METRICS_BY_TYPE[qtype]:
-            values = pd.to_numeric(rows[metric], errors="coerce").dropna()
-            entry[metric] = round(float(values.mean()), 6) if len(values) else None
-            entry[f"n_{metric}"] = int(len(values))
+            values = defined_values(rows[metric])
+            entry[metric] = round(mean(values), 6) if values.len() else None
+            entry[f"n_{metric}"] = values.len()
         out[qtype] = entry
     return out
+
+
+def defined_values(column: pl.Series) -> pl.Series:
+    """The values of ``column`` that read as numbers, as Float64 (null, NaN and non-numbers
+    dropped)."""
+    values = column.cast(pl.Float64, strict=False) if column.dtype != pl.Object else pl.Series(
+        [_number(v) for v in column.to_list()], dtype=pl.Float64)
+    return values.drop_nulls().drop_nans()
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a float, or None when it is not a number (``pd.to_numeric`` coercion)."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def count_where(rows: pl.DataFrame, condition: pl.Expr) -> int:
+    """Rows where ``condition`` holds (null counts as false)."""
+    return int(rows.select(condition.fill_null(False).sum()).item())
 
 
 def mean_accuracy(per_type: Mapping[str, Mapping[str, Any]]) -> float | None:

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.qa.medical_metrics import (
@@ -80,6 +81,7 @@ def _rows() -> pd.DataFrame:
 
 def test_type_summary_means_exclude_nan_and_count_statuses() -> None:
     per_type = type_summary(_rows())
+    assert type_summary(pl.from_pandas(_rows())) == per_type  # polars in, the same summary
     fr = per_type["Fact Retrieval"]
     assert fr["n"] == 2 and fr["n_judge_failed"] == 1 and fr["n_idk"] == 1
     assert fr["correctness"] == pytest.approx(0.8) and fr["n_correctness"] == 1
