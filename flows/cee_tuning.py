@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
+import polars as pl
 from prefect import flow
 
 from evichain.config import Params
@@ -26,7 +26,7 @@ from flows.questions import QuestionFn, retrieve_questions
 class TuningOutput:
     """The γ grid (one row per value), the chosen γ and the stage summary."""
 
-    table: pd.DataFrame
+    table: pl.DataFrame
     chosen: float
     summary: dict[str, Any] = field(default_factory=dict)
 

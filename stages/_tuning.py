@@ -8,16 +8,20 @@ answers failed would be chosen for the fallbacks, not the method.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import numpy as np
 import typer
 
 from stages._common import check_failure_rate, run_stage
 
 if TYPE_CHECKING:
     import pandas as pd
+    import polars as pl
 
     from evichain.config import Params
     from evichain.paths import DatasetPaths
@@ -29,7 +33,7 @@ class TuningResult(Protocol):
     """What a family's tuning flow returns: the grid (one row per configuration) and the
     summary (configurations, questions, LLM usage); the chosen values vary by family."""
 
-    table: pd.DataFrame
+    table: pl.DataFrame | pd.DataFrame
     summary: dict[str, Any]
 
 
@@ -49,18 +53,40 @@ def require_tuning_dataset(params: Params, dataset: str) -> None:
                          "tune only on samples outside the reported ones")
 
 
-def write_tuning(dataset: str, family: str, table: pd.DataFrame, chosen: dict[str, Any],
-                 summary: dict[str, Any]) -> tuple[Path, Path]:
-    """Write the grid (values rounded to 6 places) and ``{dataset, chosen, **summary}``."""
+def tuning_csv(table: pl.DataFrame | pd.DataFrame) -> str:
+    """The grid as CSV text (the format pandas' ``round(6).to_csv(index=False)`` wrote): a
+    header line, one line per row, ``\\n`` line ends, minimal quoting; a float cell is
+    ``repr(np.round(x, 6))`` (round half to even at 6 places), a null or NaN cell is empty,
+    any other cell ``str(value)`` (bools ``True`` / ``False``)."""
+    from evichain.metrics.frames import as_polars
+
+    frame = as_polars(table)
+    columns = []
+    for name, dtype in frame.schema.items():
+        if dtype.is_float():
+            values = np.round(frame[name].cast(float).to_numpy(), 6)  # a null reads as NaN
+            columns.append(["" if np.isnan(v) else repr(float(v)) for v in values])
+        else:
+            columns.append(["" if v is None else str(v) for v in frame[name].to_list()])
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(frame.columns)
+    writer.writerows(zip(*columns))
+    return out.getvalue()
+
+
+def write_tuning(dataset: str, family: str, table: pl.DataFrame | pd.DataFrame,
+                 chosen: dict[str, Any], summary: dict[str, Any]) -> tuple[Path, Path]:
+    """Write the grid (:func:`tuning_csv`) and ``{dataset, chosen, **summary}``."""
     from evichain.io import write_json, write_text
 
     csv_path, json_path = tuning_files(dataset, family)
-    write_text(table.round(6).to_csv(index=False, lineterminator="\n"), csv_path)  # atomic
+    write_text(tuning_csv(table), csv_path)  # atomic
     write_json({"dataset": dataset, "chosen": chosen, **summary}, json_path)
     return csv_path, json_path
 
 
-def finish_tuning(dataset: str, family: str, params: Params, table: pd.DataFrame,
+def finish_tuning(dataset: str, family: str, params: Params, table: pl.DataFrame | pd.DataFrame,
                   chosen: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """Write the results (:func:`write_tuning`), then fail above ``llm.max_failure_rate`` of
     failed requests in ``summary["llm_usage"]``; return the stage's one-line summary.

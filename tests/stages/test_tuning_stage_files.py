@@ -6,10 +6,17 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.config import load_params
-from stages._tuning import finish_tuning, require_tuning_dataset, tuning_files, write_tuning
+from stages._tuning import (
+    finish_tuning,
+    require_tuning_dataset,
+    tuning_csv,
+    tuning_files,
+    write_tuning,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +33,20 @@ def test_write_tuning_names_rounds_and_records(tmp_path: Path,
     assert json.loads(json_path.read_text()) == {"dataset": "tune_x",
                                                  "chosen": {"bridge_inherit": 0.5},
                                                  "questions": 2}
+
+
+def test_tuning_csv_is_the_pandas_format_for_either_table_type() -> None:
+    """``tuning_csv`` writes what ``round(6).to_csv(index=False)`` wrote: round half to even
+    at 6 places, shortest float repr, empty nulls, ``True`` / ``False``, minimal quoting; the
+    committed grids re-write byte for byte."""
+    table = pd.DataFrame({"variant": ["robust", "a,b"], "eps": [0.0000025, 1e-07],
+                          "backfill": [True, False], "k_r": [2, 4], "pool": [float("nan"), 10.0],
+                          "objective": [1.23456789, 1e16]})
+    want = table.round(6).to_csv(index=False, lineterminator="\n")
+    assert tuning_csv(table) == want
+    assert tuning_csv(pl.from_pandas(table)) == want
+    for path in sorted((ROOT / "reports" / "tuning").glob("*.csv")):
+        assert tuning_csv(pd.read_csv(path)) == path.read_text()
 
 
 def test_reported_samples_are_refused_and_tuning_samples_pass() -> None:

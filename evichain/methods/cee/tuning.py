@@ -14,17 +14,22 @@ inheritance is switched on only when it wins).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from evichain.methods.cee.explore import Exploration
 from evichain.methods.cee.facets import Passage
 from evichain.methods.cee.params import CEEParams
 from evichain.methods.cee.retrieve import rank_pool, run_rows
 from evichain.methods.cee.scoring import FacetBank
-from evichain.metrics.retrieval import per_question_metrics
-from evichain.retrieval.run import run_table
+from evichain.metrics.frames import mean
+from evichain.metrics.retrieval import per_question_frame
+from evichain.retrieval.run import run_rows as polars_run
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def ranked_rows(question_id: str, ex: Exploration, E: np.ndarray, bank: FacetBank,
@@ -36,23 +41,26 @@ def ranked_rows(question_id: str, ex: Exploration, E: np.ndarray, bank: FacetBan
 
 
 def grid_table(explored: Sequence[tuple[str, Exploration]], E: np.ndarray, bank: FacetBank,
-               passages: Sequence[Passage], params: CEEParams, questions: pd.DataFrame,
-               values: Sequence[float], objective: Sequence[str]) -> pd.DataFrame:
-    """One row per γ in ``values``: γ, the objective and the mean of every metric (×1)."""
+               passages: Sequence[Passage], params: CEEParams, questions: pl.DataFrame | pd.DataFrame,
+               values: Sequence[float], objective: Sequence[str]) -> pl.DataFrame:
+    """One row per γ in ``values``: γ, the objective Σ_{m ∈ objective} mean_q m(q) (summed
+    in ``objective`` order) and mean_q m(q) of every metric m (×1; the mean summed by numpy,
+    :func:`evichain.metrics.frames.mean`)."""
     rows = []
     for gamma in values:
         p = params.model_copy(update={"bridge_inherit": float(gamma)})
-        run = run_table([r for qid, ex in explored for r in ranked_rows(qid, ex, E, bank, passages, p)])
-        per_q = per_question_metrics(run, questions)
+        run = polars_run([r for qid, ex in explored for r in ranked_rows(qid, ex, E, bank, passages, p)])
+        per_q, _ = per_question_frame(run, questions)
         missing = [m for m in objective if m not in per_q.columns]
         if missing:
             raise ValueError(f"cee.tuning.objective: unknown metric(s) {missing}")
-        means = {m: float(per_q[m].mean()) for m in per_q.columns if m != "question_id"}
+        means = {m: mean(per_q[m]) for m in per_q.columns if m != "question_id"}
         rows.append({"bridge_inherit": float(gamma),
                      "objective": float(sum(means[m] for m in objective)), **means})
-    return pd.DataFrame(rows)
+    return pl.DataFrame(rows)
 
 
-def choose(table: pd.DataFrame) -> float:
+def choose(table: pl.DataFrame | pd.DataFrame) -> float:
     """γ of the first row with the highest objective (module docstring)."""
-    return float(table["bridge_inherit"].iloc[int(table["objective"].to_numpy().argmax())])
+    best = int(table["objective"].to_numpy().argmax())
+    return float(table["bridge_inherit"].to_numpy()[best])

@@ -15,12 +15,21 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import numpy as np
 
-from evichain.methods.evireform.params import EviReformParams, RobustParams, TuningParams
+from evichain.methods.evireform.params import (
+    EviReformParams,
+    RobustParams,
+    TuningParams,
+)
 from evichain.methods.evireform.variants import variant_params
+from evichain.metrics.frames import as_polars, mean
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import polars as pl
 
 ROBUST_KEYS: tuple[str, ...] = ("backstop_eps", "backfill", "k_r")
 HYBRID_KEYS: tuple[str, ...] = ("coverage_pool", "coverage_weight")
@@ -48,19 +57,22 @@ def config_params(params: EviReformParams, variant: str, config: dict[str, Any])
     return variant_params(with_robust(params, config), variant)
 
 
-def objective_value(per_q: pd.DataFrame, metrics: Sequence[str]) -> float:
-    """Σ_m mean over questions of metric m; a metric absent from ``per_q`` is an error."""
+def objective_value(per_q: pl.DataFrame | pd.DataFrame, metrics: Sequence[str]) -> float:
+    """Σ_m mean over questions of metric m (summed in ``metrics`` order; each mean summed by
+    numpy, :func:`evichain.metrics.frames.mean`); a metric absent from ``per_q`` is an error."""
     missing = [m for m in metrics if m not in per_q.columns]
     if missing:
         raise ValueError(f"evireform.tuning.objective: unknown metric(s) {missing}; "
                          f"known: {[c for c in per_q.columns if c != 'question_id']}")
-    return float(sum(per_q[m].mean() for m in metrics))
+    table = as_polars(per_q[list(metrics)])
+    return float(sum(mean(table[m]) for m in metrics))
 
 
-def choose(table: pd.DataFrame, keys: Sequence[str]) -> dict[str, Any]:
-    """The configuration of the first row with the highest ``objective``."""
-    best = table.iloc[int(table["objective"].to_numpy().argmax())]
-    return {k: _plain(best[k]) for k in keys}
+def choose(table: pl.DataFrame | pd.DataFrame, keys: Sequence[str]) -> dict[str, Any]:
+    """The configuration of the first row with the highest ``objective``: each of ``keys``
+    read from its own column (numpy scalars as Python values)."""
+    best = int(np.asarray(table["objective"].to_numpy()).argmax())
+    return {k: _plain(table[k].to_numpy()[best]) for k in keys}
 
 
 def _plain(value: Any) -> Any:

@@ -10,16 +10,29 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
-from evichain.config import EmbedParams, LLMParams, OrchestrationParams, load_params, parse_params
+from evichain.config import (
+    EmbedParams,
+    LLMParams,
+    OrchestrationParams,
+    load_params,
+    parse_params,
+)
 from evichain.llm.scripted import set_responder
 from evichain.methods.cee.params import CEEParams, CEETuningParams, variant_params
 from evichain.methods.cee.retrieve import rank_pool
 from evichain.methods.cee.tuning import choose, grid_table, ranked_rows
 from tests.methods.cee.test_cee_facets import write_fixture
 from tests.methods.cee.test_cee_retrieve import PARAMS, Explore
-from tests.methods.cee.test_cee_robust import BRIDGE_PARAMS, QB, Bridge, bridge_passages, bridge_retriever
+from tests.methods.cee.test_cee_robust import (
+    BRIDGE_PARAMS,
+    QB,
+    Bridge,
+    bridge_passages,
+    bridge_retriever,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -64,7 +77,7 @@ def test_grid_table_objective_and_choice(tmp_path: Path) -> None:
                               "gold_passage_ids": [["b0", "b1"]]})
     table = grid_table(explored, r.E, r.bank, bridge_passages(), params, questions,
                        [0.0, 0.5, 1.0], ["Recall@1", "Chain@2"])
-    assert table["bridge_inherit"].tolist() == [0.0, 0.5, 1.0]
+    assert table["bridge_inherit"].to_list() == [0.0, 0.5, 1.0]
     assert (table["objective"] == table["Recall@1"] + table["Chain@2"]).all()
     with pytest.raises(ValueError, match="cee.tuning.objective"):
         grid_table(explored, r.E, r.bank, bridge_passages(), params, questions, [0.0], ["Nope@5"])
@@ -96,14 +109,14 @@ def test_tuning_flow_explores_once_and_replays(tmp_path: Path, fake_embeddings: 
     out = tuning_flow(paths, params)
     n_questions = len(pd.read_parquet(paths.questions))
     assert out.summary["questions"] == n_questions and out.summary["configurations"] == 2
-    assert out.table["bridge_inherit"].tolist() == [0.0, 1.0]
+    assert out.table["bridge_inherit"].to_list() == [0.0, 1.0]
     assert out.summary["facets"]["source"] == "sentences"         # robust: LLM-free facets
     assert model.calls.count("initial") == n_questions              # explored once, not per γ
     assert out.chosen == choose(out.table)
     set_responder(lambda m, model: (_ for _ in ()).throw(AssertionError("LLM called")))
     again = tuning_flow(paths, params)
     assert again.summary["llm_usage"]["calls"] == 0
-    pd.testing.assert_frame_equal(again.table, out.table)
+    assert_frame_equal(again.table, out.table)
 
 
 def test_tune_cee_stage_refuses_a_reported_dataset(tmp_path: Path, fake_embeddings: None,
