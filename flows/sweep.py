@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import polars as pl
 from prefect import flow, get_run_logger
 
@@ -42,11 +41,15 @@ from evichain.methods.evireform.sweep import (
     sweep_configs,
     unrun_values,
 )
+from evichain.metrics.frames import as_polars
 from evichain.metrics.retrieval import per_question_frame
 from evichain.paths import DatasetPaths
 from flows.common import on_dask, with_runner
 from flows.method import StageClients, prepare
 from flows.questions import retrieve_questions
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -72,24 +75,24 @@ class SweepOutput:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def ranking_column(run: pd.DataFrame) -> pl.DataFrame:
-    """``question_id`` and ``ranking``: the run's passage ids in rank order (the committed
-    table lets every metric be recomputed)."""
-    return (pl.from_pandas(run[["question_id", "rank", "passage_id"]])
+def ranking_column(run: pl.DataFrame | pd.DataFrame) -> pl.DataFrame:
+    """``question_id`` and ``ranking``: the run's passage ids in rank order, questions by id
+    (the committed table lets every metric be recomputed; the methods' runs are pandas)."""
+    return (as_polars(run[["question_id", "rank", "passage_id"]])
             .with_columns(pl.col("question_id").cast(pl.String), pl.col("passage_id").cast(pl.String))
-            .sort(["question_id", "rank"])
+            .sort(["question_id", "rank"], maintain_order=True)
             .group_by("question_id", maintain_order=True)
             .agg(pl.col("passage_id").alias("ranking")))
 
 
-def config_table(params: Params, config: SweepConfig, questions: pd.DataFrame,
-                 run: pd.DataFrame) -> pl.DataFrame:
+def config_table(params: Params, config: SweepConfig, questions: pl.DataFrame | pd.DataFrame,
+                 run: pl.DataFrame | pd.DataFrame) -> pl.DataFrame:
     """Config columns, ``question_id``, the per-question metrics at ``evaluate.ks``, the
     questions' ``gold_reliable`` flag (where they have one) and the ranking."""
     metrics, _ = per_question_frame(run, questions, params.evaluate.ks)
     out = metrics.join(ranking_column(run), on="question_id", how="left")
     if "gold_reliable" in questions.columns:
-        flags = pl.from_pandas(questions[["question_id", "gold_reliable"]]).with_columns(
+        flags = as_polars(questions[["question_id", "gold_reliable"]]).with_columns(
             pl.col("question_id").cast(pl.String), pl.col("gold_reliable").cast(pl.Boolean))
         out = out.join(flags, on="question_id", how="left")
     values = config_values(params.evireform, config)
@@ -103,7 +106,8 @@ def config_table(params: Params, config: SweepConfig, questions: pd.DataFrame,
 
 
 def evaluate_sweep_config(method: Method, ctx: BuildContext, index: EviReformIndex,
-                          questions: pd.DataFrame, config: SweepConfig, stage: str) -> ConfigRun:
+                          questions: pl.DataFrame | pd.DataFrame, config: SweepConfig,
+                          stage: str) -> ConfigRun:
     """``config`` over the shared index: ``method`` built with its ``evireform`` block and LLM
     clients of its own, every question through :func:`retrieve_questions`."""
     params = ctx.params
