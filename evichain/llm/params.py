@@ -24,7 +24,7 @@ class LocalLLMParams(Section):
     slots."""
 
     backend: Literal["auto", "llama-server", "llama-cpp-python"] = "auto"
-    parallel: int = Field(4, ge=1, le=64)
+    parallel: int = Field(2, ge=1, le=64)  # best calls/min at 2 on 2 cores: benchmarks/results/llm_throughput.md
     n_ctx: int = Field(8192, ge=512, le=131072)
     n_threads: int = Field(2, ge=1, le=256)
     startup_timeout_s: float = Field(300.0, gt=0)
