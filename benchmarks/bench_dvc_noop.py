@@ -113,11 +113,11 @@ def timed(cmd: list[str], cwd: Path, repeats: int) -> dict[str, Any]:
     """Wall seconds of ``cmd`` (one warm-up, then ``repeats`` runs), its exit code and the
     number of output lines of the last run."""
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True)
     walls, proc = [], None
     for _ in range(repeats):
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+        proc = subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True)
         walls.append(time.perf_counter() - start)
     assert proc is not None
     return {"cmd": " ".join(["dvc", *cmd[1:]]), "exit_code": proc.returncode,
@@ -131,9 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="committed dvc.yaml")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="dvc_noop", help="results file stem (appended to)")
+    parser.add_argument("--keep", type=Path, help="build the scratch copy here and keep it "
+                        "(an empty or new folder; e.g. to profile dvc in it afterwards)")
     args = parser.parse_args(argv)
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        raise SystemExit(f"--keep {args.keep}: not empty")
     with tempfile.TemporaryDirectory(prefix="dvc-noop-") as tmp:
-        dest = Path(tmp)
+        dest = Path(tmp) if args.keep is None else args.keep.resolve()
+        dest.mkdir(parents=True, exist_ok=True)
         scratch_copy(dest, args.dvc_yaml)
         os.chdir(dest)  # DVC's API resolves stage paths against the working directory
         subprocess.run([DVC, "config", "--local", "core.no_scm", "true"], cwd=dest, check=True)
