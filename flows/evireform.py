@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from evichain.checkpoint import checkpoint_root, read_shard, write_shard
 from evichain.config import LLMParams, OrchestrationParams, Params
-from evichain.io import read_parquet
+from evichain.io import read_table
 from evichain.llm import LLMClient
 from evichain.methods.base import BuildContext, Method, get_method
 from evichain.methods.evireform.extract import (PROPOSITION_COLUMNS, STATUS_COLUMNS,
@@ -54,10 +55,10 @@ from flows.method import StageClients, prepare
 # =========================================================================== extraction
 @dataclass
 class ExtractionOutput:
-    """The two extraction tables and the stage summary."""
+    """The two extraction tables (polars; :func:`extraction_tables`) and the stage summary."""
 
-    propositions: pd.DataFrame
-    status: pd.DataFrame
+    propositions: pl.DataFrame
+    status: pl.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
 
 
@@ -144,15 +145,28 @@ def _sentence_extract(rows: list[tuple[str, str, str]], matcher: TitleMatcher, p
     return [extraction for part in parts for extraction in part]
 
 
-def extraction_summary(status: pd.DataFrame, n_props: int, extractor: str) -> dict[str, Any]:
-    """Counts for the stage summary (ok / failed / fallback / rate)."""
-    failed = int((status["status"] == "failed").sum())
-    return {"extractor": extractor, "passages": len(status), "ok": len(status) - failed,
-            "failed": failed, "failure_rate": round(failed / max(1, len(status)), 4),
+def extraction_summary(status: pl.DataFrame, n_props: int, extractor: str) -> dict[str, Any]:
+    """Counts for the stage summary: passages, ok = passages − failed, failed (``status ==
+    "failed"``), failure_rate = failed / max(1, passages) to 4 places, passages that fell back to
+    sentences, propositions, and failed passages per non-null ``error_kind``."""
+    failed = status.filter(pl.col("status") == "failed")
+    n = status.height
+    return {"extractor": extractor, "passages": n, "ok": n - failed.height,
+            "failed": failed.height, "failure_rate": round(failed.height / max(1, n), 4),
             "fallback_sentences": int((status["fallback"] == "sentences").sum()),
             "propositions": n_props,
             "failure_kinds": {str(k): int(v) for k, v in
-                              status.loc[status["status"] == "failed", "error_kind"].value_counts().items()}}
+                              failed.drop_nulls("error_kind").group_by("error_kind").len().iter_rows()}}
+
+
+def extraction_tables(props: Sequence[dict[str, Any]], status: Sequence[dict[str, Any]]
+                      ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The propositions and status tables of ordered rows (:func:`order_tables`), columns
+    :data:`PROPOSITION_COLUMNS` / :data:`STATUS_COLUMNS`. Types are inferred from every row as
+    pandas infers them (a column of empty lists only is ``List(Null)``, of ``None`` only
+    ``Null``; no rows: ``Null`` columns), so the Parquet bytes are those of the pandas build."""
+    return (pl.from_dicts(list(props), schema=PROPOSITION_COLUMNS, infer_schema_length=None),
+            pl.from_dicts(list(status), schema=STATUS_COLUMNS, infer_schema_length=None))
 
 
 @flow(name="evireform-extract", log_prints=True)
@@ -161,9 +175,9 @@ def extraction_flow(paths: DatasetPaths, params: IndexParams, llm: LLMParams,
     """Propositions + status rows for every passage of ``paths.corpus`` (module docstring).
 
     Flows take paths, not tables: Prefect stores flow parameters (limit 512 KB)."""
-    corpus = read_parquet(paths.corpus)
-    rows = list(zip(corpus["passage_id"], corpus["title"], corpus["text"]))
-    matcher = TitleMatcher(corpus["title"])
+    corpus = read_table(paths.corpus, columns=["passage_id", "title", "text"])
+    rows = list(corpus.iter_rows())
+    matcher = TitleMatcher(corpus["title"].to_list())
     summary: dict[str, Any] = {}
     if params.extractor == "sentences":
         outcomes = _sentence_extract(rows, matcher, params, orch)
@@ -176,10 +190,9 @@ def extraction_flow(paths: DatasetPaths, params: IndexParams, llm: LLMParams,
         outcomes = [with_fallback(o, *titles[o.status["passage_id"]], matcher, params) for o in outcomes]
         summary["llm_usage"] = client.usage.as_dict()
     props, status = order_tables([p for o in outcomes for p in o.propositions],
-                                 [o.status for o in outcomes], corpus["passage_id"].tolist())
-    props_df = pd.DataFrame(props, columns=PROPOSITION_COLUMNS)
-    status_df = pd.DataFrame(status, columns=STATUS_COLUMNS)
-    summary.update(extraction_summary(status_df, len(props_df), params.extractor))
+                                 [o.status for o in outcomes], corpus["passage_id"].to_list())
+    props_df, status_df = extraction_tables(props, status)
+    summary.update(extraction_summary(status_df, props_df.height, params.extractor))
     return ExtractionOutput(props_df, status_df, summary)
 
 

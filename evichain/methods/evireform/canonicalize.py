@@ -15,8 +15,9 @@
 4. The canonical name is the cluster's title if it has one, else its most frequent raw
    mention (ties: smallest string). ``entity_id = "e" + sha256(name)[:16]``.
 
-Outputs: ``entities`` (entity_id, name, aliases, is_title, degree) sorted by entity_id and
-``incidence`` (prop_id, entity_id), one row per distinct membership, in proposition order.
+Outputs (polars): ``entities`` (entity_id, name, aliases, is_title, degree) sorted by entity_id
+and ``incidence`` (prop_id, entity_id), one row per distinct membership, in proposition order.
+The propositions come as polars, or as pandas from the stage that still reads them with pandas.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import polars as pl
 from rapidfuzz import fuzz, process
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ARTICLES = frozenset({"a", "an", "the"})
 _PUNCT = re.compile(r"[^\w\s]|_")
@@ -150,8 +155,8 @@ def _block_pairs(strings: Sequence[str], members: list[int], threshold: float,
     return out
 
 
-def canonicalize(props: pd.DataFrame, titles: Sequence[str], threshold: float,
-                 min_chars: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def canonicalize(props: pl.DataFrame | pd.DataFrame, titles: Sequence[str], threshold: float,
+                 min_chars: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Entities table and proposition–entity incidence from ``props.entities`` (steps 1–4)."""
     resolver = TitleResolver(titles)
     memberships, mentions_of = _resolve_mentions(props, resolver)
@@ -163,18 +168,19 @@ def canonicalize(props: pd.DataFrame, titles: Sequence[str], threshold: float,
         clusters.union(i, j)
     names = _cluster_names(nodes, clusters, mentions_of)
     entity_of_node = [_entity_id(names[clusters.find(i)]) for i in range(len(nodes))]
-    incidence = pd.DataFrame(
-        [(pid, entity_of_node[index[node]]) for pid, node in memberships], columns=INCIDENCE_COLUMNS
-    ).drop_duplicates(ignore_index=True)
-    entities = _entity_table(nodes, clusters, names, mentions_of, incidence)
+    pairs = list(dict.fromkeys((pid, entity_of_node[index[node]]) for pid, node in memberships))
+    incidence = pl.DataFrame(pairs, schema=INCIDENCE_COLUMNS, orient="row", infer_schema_length=None)
+    entities = _entity_table(nodes, clusters, names, mentions_of, pairs)
     return entities, incidence
 
 
-def _resolve_mentions(props: pd.DataFrame, resolver: TitleResolver
+def _resolve_mentions(props: pl.DataFrame | pd.DataFrame, resolver: TitleResolver
                       ) -> tuple[list[tuple[str, Node]], dict[Node, Counter[str]]]:
+    """(prop_id, node) per resolvable mention, in proposition then mention order, and the raw
+    (stripped) mention counts of each node."""
     memberships: list[tuple[str, Node]] = []
     mentions_of: dict[Node, Counter[str]] = {}
-    for pid, ents in zip(props["prop_id"], props["entities"]):
+    for pid, ents in zip(props["prop_id"].to_list(), props["entities"].to_list()):
         for raw in list(ents):
             node = resolver.node(str(raw))
             if node is None:
@@ -186,6 +192,8 @@ def _resolve_mentions(props: pd.DataFrame, resolver: TitleResolver
 
 def _cluster_names(nodes: Sequence[Node], clusters: _Clusters,
                    mentions_of: dict[Node, Counter[str]]) -> dict[int, str]:
+    """Cluster root → canonical name: its title, else its most frequent raw mention (ties:
+    smallest string)."""
     counts: dict[int, Counter[str]] = {}
     for i, node in enumerate(nodes):
         counts.setdefault(clusters.find(i), Counter()).update(mentions_of[node])
@@ -197,18 +205,24 @@ def _cluster_names(nodes: Sequence[Node], clusters: _Clusters,
 
 
 def _entity_id(name: str) -> str:
+    """``"e" + sha256(name)[:16]``."""
     return "e" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
 
 
+ENTITY_SCHEMA = {"entity_id": pl.String, "name": pl.String, "aliases": pl.List(pl.String),
+                 "is_title": pl.Boolean, "degree": pl.Int64}
+
+
 def _entity_table(nodes: Sequence[Node], clusters: _Clusters, names: dict[int, str],
-                  mentions_of: dict[Node, Counter[str]], incidence: pd.DataFrame) -> pd.DataFrame:
+                  mentions_of: dict[Node, Counter[str]],
+                  incidence: Sequence[tuple[str, str]]) -> pl.DataFrame:
+    """One row per cluster: id, name, sorted raw aliases, whether it is a title, degree = its
+    rows in the (distinct) incidence; sorted by entity_id (ids are distinct)."""
     aliases: dict[int, set[str]] = {}
     for i, node in enumerate(nodes):
         aliases.setdefault(clusters.find(i), set()).update(mentions_of[node])
-    degree = incidence["entity_id"].value_counts()
-    rows = []
-    for root, name in names.items():
-        eid = _entity_id(name)
-        rows.append({"entity_id": eid, "name": name, "aliases": sorted(aliases[root]),
-                     "is_title": bool(clusters.title[root]), "degree": int(degree.get(eid, 0))})
-    return pd.DataFrame(rows, columns=ENTITY_COLUMNS).sort_values("entity_id", ignore_index=True)
+    degree = Counter(eid for _, eid in incidence)
+    rows = sorted(((_entity_id(name), name, sorted(aliases[root]), bool(clusters.title[root]),
+                    degree.get(_entity_id(name), 0)) for root, name in names.items()),
+                  key=lambda r: r[0])
+    return pl.DataFrame(rows, schema=ENTITY_SCHEMA, orient="row")

@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from evichain.config import LLMParams, OrchestrationParams
-from evichain.io import write_parquet
+from evichain.io import read_table, write_parquet
 from evichain.llm import LLMCache, LLMClient
 from evichain.llm.scripted import set_responder
 from evichain.methods.evireform.canonicalize import canonicalize, normalize_mention
@@ -109,7 +111,7 @@ def test_extraction_flow_resumes_without_repeating_calls(tmp_path: Path, monkeyp
     from flows.evireform import extraction_flow
 
     monkeypatch.setenv("EVICHAIN_LLM_CACHE", str(tmp_path / "llm.sqlite"))
-    corpus = pd.DataFrame({"passage_id": [f"p{i}" for i in range(5)], "title": [f"T{i}" for i in range(5)],
+    corpus = pl.DataFrame({"passage_id": [f"p{i}" for i in range(5)], "title": [f"T{i}" for i in range(5)],
                            "text": [f"Passage number {i}. It is about topic{i}." for i in range(5)]})
     paths = DatasetPaths("toy", root=tmp_path / "artifacts")
     write_parquet(corpus, paths.corpus)
@@ -120,7 +122,7 @@ def test_extraction_flow_resumes_without_repeating_calls(tmp_path: Path, monkeyp
     set_responder(first)
     out1 = extraction_flow(paths, params, llm, orch, root=tmp_path / "ckpt")
     assert out1.summary["failed"] == 1 and out1.summary["ok"] == 4 and first.calls == 5
-    failed_row = out1.status.set_index("passage_id").loc["p3"]
+    failed_row = out1.status.row(by_predicate=pl.col("passage_id") == "p3", named=True)
     assert failed_row["status"] == "failed" and failed_row["error"]
     assert len(list((tmp_path / "ckpt").glob("*.json"))) == 3
     second = Replies()
@@ -128,14 +130,14 @@ def test_extraction_flow_resumes_without_repeating_calls(tmp_path: Path, monkeyp
     out2 = extraction_flow(paths, params, llm, orch, root=tmp_path / "ckpt")
     assert second.calls == 1                                             # only the failed passage
     assert out2.summary["failed"] == 0 and out2.summary["resumed_passages"] == 4
-    assert out2.propositions["passage_id"].tolist() == ["p0", "p0", "p1", "p1", "p2", "p2",
+    assert out2.propositions["passage_id"].to_list() == ["p0", "p0", "p1", "p1", "p2", "p2",
                                                         "p3", "p3", "p4", "p4"]
     (tmp_path / "ckpt").rename(tmp_path / "gone")                        # checkpoints lost:
     third = Replies(default="{broken")                                   # the LLM cache still
     set_responder(third)                                                 # answers every call
     out3 = extraction_flow(paths, params, llm, orch, root=tmp_path / "ckpt")
     assert third.calls == 0 and out3.summary["failed"] == 0
-    pd.testing.assert_frame_equal(out2.propositions, out3.propositions)
+    assert_frame_equal(out2.propositions, out3.propositions)
 
 
 # --------------------------------------------------------------------------- sentences
@@ -174,33 +176,49 @@ def test_normalize_mention() -> None:
 
 def test_canonicalization_never_merges_two_titles() -> None:
     titles = ["John Smith", "Jon Smith", "Apple", "The Apple", "Ramiro I", "Ramiro II"]
-    props = pd.DataFrame({"prop_id": ["a#0", "a#1", "a#2", "a#3"], "entities": [
+    props = pl.DataFrame({"prop_id": ["a#0", "a#1", "a#2", "a#3"], "entities": [
         ["John Smith", "jon smith", "Jon Smyth", "the beatles"],
         ["APPLE", "The Apple", "Beatles", "Ramiro III"],
         ["Ramiro II", "ramiro i", "1950", "1951"],
         ["John  Smith.", "Beatle", "Lothair", "Lothar"]]})
     ents, inc = canonicalize(props, titles, threshold=80.0, min_chars=4)
-    names = set(ents["name"])
+    names = set(ents["name"].to_list())
     assert set(titles) <= names                                          # every title its own entity
-    by_name = ents.set_index("name")
+    entity_of = dict(ents.select("name", "entity_id").iter_rows())
     for a, b in [("John Smith", "Jon Smith"), ("Apple", "The Apple"), ("Ramiro I", "Ramiro II")]:
-        assert by_name.loc[a, "entity_id"] != by_name.loc[b, "entity_id"]
-    aliases = {name: list(a) for name, a in by_name["aliases"].items()}
+        assert entity_of[a] != entity_of[b]
+    aliases = dict(ents.select("name", "aliases").iter_rows())
     assert "John  Smith." in aliases["John Smith"] and "jon smith" in aliases["Jon Smith"]
     assert ("Jon Smyth" in aliases["Jon Smith"]) != ("Jon Smyth" in aliases["John Smith"])
     assert ["Beatle", "Beatles", "the beatles"] in aliases.values()     # fuzzy + article merge
     assert {"1950", "1951"} <= names and "Ramiro III" in names         # digits / numerals differ
-    assert inc.duplicated().sum() == 0
-    assert ents["degree"].sum() == len(inc)
+    assert inc.is_duplicated().sum() == 0
+    assert ents["degree"].sum() == inc.height
+    assert ents["entity_id"].to_list() == sorted(ents["entity_id"].to_list())
+
+
+def test_canonicalization_takes_pandas_propositions_too() -> None:
+    """The stage still reads the propositions with pandas: same tables from either frame."""
+    rows = {"prop_id": ["a#0", "a#1", "b#0"],
+            "entities": [["John Smith", "Apple"], ["the apple", "John Smith"], ["Apple", "Apple"]]}
+    from_pl = canonicalize(pl.DataFrame(rows), ["John Smith", "Apple"], 80.0, 4)
+    from_pd = canonicalize(pd.DataFrame(rows), ["John Smith", "Apple"], 80.0, 4)
+    for a, b in zip(from_pl, from_pd):
+        assert_frame_equal(a, b)
+    ids = dict(from_pl[0].select("name", "entity_id").iter_rows())
+    js, apple = ids["John Smith"], ids["Apple"]                          # distinct, first seen kept
+    assert from_pl[1].rows() == [("a#0", js), ("a#0", apple), ("a#1", apple), ("a#1", js), ("b#0", apple)]
+    assert from_pl[0].filter(pl.col("name") == "Apple")["aliases"].to_list() == [["Apple", "the apple"]]
 
 
 def test_index_statistics_table() -> None:
-    corpus = pd.DataFrame({"passage_id": ["p0", "p1", "p2"], "title": ["A", "B", "C"], "text": ["", "", ""]})
-    props = pd.DataFrame({"prop_id": ["p0#0", "p0#1", "p1#0"], "passage_id": ["p0", "p0", "p1"],
+    corpus = pl.DataFrame({"passage_id": ["p0", "p1", "p2"], "title": ["A", "B", "C"], "text": ["", "", ""]})
+    props = pl.DataFrame({"prop_id": ["p0#0", "p0#1", "p1#0"], "passage_id": ["p0", "p0", "p1"],
                           "text": ["x", "y", "z"], "entities": [["A"], ["A", "B"], ["B"]],
                           "extractor": ["llm", "llm", "sentences"]})
     ents, inc = canonicalize(props, ["A", "B", "C"], 95.0, 4)
     stats = index_statistics(corpus, props, ents, inc)
+    assert index_statistics(corpus.to_pandas(), props.to_pandas(), ents, inc) == stats  # the stage's pandas
     assert (stats["passages"], stats["propositions"], stats["entities"], stats["incidence_nonzeros"]) == (3, 3, 2, 4)
     assert stats["propositions_per_passage"] == 1.0 and stats["passages_without_propositions"] == 1
     assert stats["entity_degree"]["max"] == 2 and stats["extractor"] == {"llm": 2, "sentences": 1}
@@ -217,7 +235,7 @@ def test_stage_records_failures_and_fails_only_above_threshold(
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EVICHAIN_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
-    corpus = pd.DataFrame({"passage_id": [f"p{i}" for i in range(4)], "title": [f"T{i}" for i in range(4)],
+    corpus = pl.DataFrame({"passage_id": [f"p{i}" for i in range(4)], "title": [f"T{i}" for i in range(4)],
                            "text": [f"Fact number {i} about word{i}." for i in range(4)]})
     write_parquet(corpus, DatasetPaths("toy").corpus)
     set_responder(Replies(word2="{broken"))                         # 1 of 4 passages fails: 25 %
@@ -229,7 +247,7 @@ def test_stage_records_failures_and_fails_only_above_threshold(
         outcomes[rate] = CliRunner().invoke(app, ["--dataset", "toy", "--params", "params.yaml"])
     assert outcomes[0.3].exit_code == 0, outcomes[0.3].output
     assert outcomes[0.2].exit_code == 2                               # 25 % > 20 %: stage fails
-    status = pd.read_parquet(DatasetPaths("toy").index_file("extraction_status.parquet"))
-    assert status["status"].tolist() == ["ok", "ok", "failed", "ok"]   # ... after writing its rows
+    status = read_table(DatasetPaths("toy").index_file("extraction_status.parquet"))
+    assert status["status"].to_list() == ["ok", "ok", "failed", "ok"]  # ... after writing its rows
     summary = json.loads(DatasetPaths("toy").usage("extract_propositions").read_text())
     assert summary["failed"] == 1 and summary["failure_rate"] == 0.25
