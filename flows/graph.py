@@ -19,17 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from evichain.checkpoint import checkpoint_root, read_shard, write_shard
 from evichain.config import LLMParams, OrchestrationParams
-from evichain.io import read_parquet
+from evichain.io import read_table
 from evichain.llm import LLMClient
-from evichain.methods.graph.openie import (PROMPT_KEYS, STATUS_COLUMNS, TRIPLE_COLUMNS,
-                                           PassageTriples, llm_triples, openie_summary,
-                                           proposition_triples)
+from evichain.methods.graph.openie import (PROMPT_KEYS, PassageTriples, llm_triples,
+                                           openie_summary, proposition_triples, triple_tables)
 from evichain.methods.graph.params import GraphParams
 from evichain.paths import DatasetPaths
 from flows.common import Progress, shards, with_runner
@@ -38,10 +37,10 @@ from flows.common import Progress, shards, with_runner
 # =========================================================================== extraction
 @dataclass
 class TriplesOutput:
-    """The triple and status tables and the stage summary."""
+    """The triple and status tables (polars; :func:`triple_tables`) and the stage summary."""
 
-    triples: pd.DataFrame
-    status: pd.DataFrame
+    triples: pl.DataFrame
+    status: pl.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
 
 
@@ -96,22 +95,21 @@ def _llm_openie(rows: list[tuple[str, str]], shard: int, client: LLMClient,
 def extraction_flow(paths: DatasetPaths, params: GraphParams, openie: str, llm: LLMParams,
                     orch: OrchestrationParams, root: Path | None = None) -> TriplesOutput:
     """Triples + one status row per passage of ``paths.corpus`` (module docstring)."""
-    corpus = read_parquet(paths.corpus)
+    corpus = read_table(paths.corpus, columns=["passage_id", "title", "text"])
     summary: dict[str, Any] = {}
     if openie == "propositions":
-        outcomes = proposition_triples(corpus, *(read_parquet(paths.index_file(f"{n}.parquet"))
+        outcomes = proposition_triples(corpus, *(read_table(paths.index_file(f"{n}.parquet"))
                                                  for n in ("propositions", "entities", "incidence")))
         summary["llm_usage"] = {"calls": 0}
     else:
         rows = [(pid, params.passage_format.format(title=t, text=x))
-                for pid, t, x in zip(corpus["passage_id"], corpus["title"], corpus["text"])]
+                for pid, t, x in corpus.iter_rows()]
         client = LLMClient(llm, stage="extract_triples")
         outcomes, summary["resumed_passages"] = _llm_openie(rows, params.openie_checkpoint_shard,
                                                             client, root or checkpoint_root())
         summary["llm_usage"] = client.usage.as_dict()
-    triples = pd.DataFrame([t for o in outcomes for t in o.triples], columns=TRIPLE_COLUMNS)
-    status = pd.DataFrame([o.status for o in outcomes], columns=STATUS_COLUMNS)
-    summary.update(openie_summary(status, len(triples), openie))
+    triples, status = triple_tables(outcomes)
+    summary.update(openie_summary(status, triples.height, openie))
     return TriplesOutput(triples, status, summary)
 
 

@@ -28,13 +28,16 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import scipy.sparse as sp
 
 from evichain.retrieval.incidence import binary_csr
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _NON_WORD = re.compile(r"[^\w ]|_")
 
@@ -121,17 +124,18 @@ class EntityGraph:
 
 
 # --------------------------------------------------------------------------- triples
-def triple_facts(triples: pd.DataFrame, passage_ids: Sequence[str]
+def triple_facts(triples: pl.DataFrame | pd.DataFrame, passage_ids: Sequence[str]
                  ) -> tuple[list[str], FactIndex, Occurrences]:
-    """Entity vocabulary, facts and occurrences from the OpenIE triple table.
+    """Entity vocabulary, facts and occurrences from the OpenIE triple table (polars, or pandas
+    from the methods' context).
 
     A triple whose normalised subject or object is empty is dropped; a fact repeated within a
     passage counts once there.
     """
     rank = {p: j for j, p in enumerate(passage_ids)}
     records: dict[tuple[int, str, str, str], None] = {}
-    for pid, s, p, o in zip(triples["passage_id"], triples["subject"], triples["predicate"],
-                            triples["object"]):
+    for pid, s, p, o in zip(*(triples[c].to_list() for c in ("passage_id", "subject", "predicate",
+                                                              "object"))):
         if pid not in rank:
             raise ValueError(f"triple of passage {pid!r}, which is not in the corpus: re-run "
                              "extract_triples for this corpus")

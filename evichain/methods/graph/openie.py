@@ -20,21 +20,25 @@ Tables: triples ``(triple_id, passage_id, subject, predicate, object, source, pr
 ``triple_id = "<passage_id>#t<ordinal>"``; status ``(passage_id, status, error_kind, error, step,
 openie, entities, n_entities, n_triples, n_invalid_triples, n_duplicate_triples, prompt_tokens,
 completion_tokens)``. Token counts are the responses' own (the same on a cache hit).
+The index tables come as polars, or as pandas from the methods' context.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import polars as pl
 
 from evichain.llm import LLMClient, LLMSuccess
 from evichain.llm.types import quote_json, result_tokens
 from evichain.methods.graph.prompts import NER, TRIPLES, ner_prompt, triples_prompt
 from evichain.retrieval.incidence import order_propositions
 from evichain.text.sentences import dedupe_ci
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TRIPLE_COLUMNS = ["triple_id", "passage_id", "subject", "predicate", "object", "source", "prop_id"]
 STATUS_COLUMNS = ["passage_id", "status", "error_kind", "error", "step", "openie", "entities",
@@ -134,20 +138,22 @@ def llm_triples(client: LLMClient, passage_id: str, text: str) -> PassageTriples
 
 
 # --------------------------------------------------------------------------- propositions
-def proposition_triples(corpus: pd.DataFrame, props: pd.DataFrame, entities: pd.DataFrame,
-                        incidence: pd.DataFrame) -> list[PassageTriples]:
+def proposition_triples(corpus: pl.DataFrame | pd.DataFrame, props: pl.DataFrame | pd.DataFrame,
+                        entities: pl.DataFrame | pd.DataFrame,
+                        incidence: pl.DataFrame | pd.DataFrame) -> list[PassageTriples]:
     """LLM-free triples (module docstring), one outcome per corpus passage in stored order."""
-    passage_ids = corpus["passage_id"].tolist()
+    passage_ids = corpus["passage_id"].to_list()
     props = order_propositions(props, passage_ids)
-    names = dict(zip(entities["entity_id"], entities["name"]))
+    names = dict(zip(entities["entity_id"].to_list(), entities["name"].to_list()))
     members: dict[str, list[str]] = {}
-    for pid, eid in zip(incidence["prop_id"], incidence["entity_id"]):
+    for pid, eid in zip(incidence["prop_id"].to_list(), incidence["entity_id"].to_list()):
         members.setdefault(pid, [])
         if eid not in members[pid]:
             members[pid].append(eid)
     by_passage: dict[str, tuple[list[Triple], list[str], set[str]]] = {p: ([], [], set())
                                                                       for p in passage_ids}
-    for prop_id, passage_id, text in zip(props["prop_id"], props["passage_id"], props["text"]):
+    for prop_id, passage_id, text in zip(props["prop_id"].to_list(), props["passage_id"].to_list(),
+                                         props["text"].to_list()):
         triples, sources, mentioned = by_passage[passage_id]
         ents = [names[e] for e in members.get(prop_id, []) if e in names]
         mentioned.update(ents)
@@ -165,16 +171,20 @@ def _proposition_outcome(passage_id: str, triples: list[Triple], prop_ids: list[
     return PassageTriples(triple_rows(passage_id, triples, "propositions", prop_ids), status)
 
 
-def openie_summary(status: pd.DataFrame, n_triples: int, openie: str) -> dict[str, Any]:
-    """Counts for the stage summary: ok / failed (per step and kind), repaired items."""
-    failed = status["status"] == "failed"
+def openie_summary(status: pl.DataFrame, n_triples: int, openie: str) -> dict[str, Any]:
+    """Counts for the stage summary: passages, ok / failed (``status == "failed"``),
+    failure_rate = failed / passages to 4 places (0 without passages), failed passages per
+    non-null ``step`` and ``error_kind``, triples, repaired items summed over passages,
+    passages without triples and the token sums."""
+    failed = status.filter(pl.col("status") == "failed")
 
     def counts(column: str) -> dict[str, int]:
-        return {str(k): int(v) for k, v in status.loc[failed, column].value_counts().items()}
+        return {str(k): int(v) for k, v in failed.drop_nulls(column).group_by(column).len().iter_rows()}
 
-    return {"openie": openie, "passages": len(status), "ok": int((~failed).sum()),
-            "failed": int(failed.sum()),
-            "failure_rate": round(float(failed.mean()) if len(status) else 0.0, 4),
+    n = status.height
+    return {"openie": openie, "passages": n, "ok": n - failed.height,
+            "failed": failed.height,
+            "failure_rate": round(failed.height / n, 4) if n else 0.0,
             "failed_steps": counts("step"), "failure_kinds": counts("error_kind"),
             "triples": n_triples,
             "invalid_triples_dropped": int(status["n_invalid_triples"].sum()),
@@ -182,3 +192,15 @@ def openie_summary(status: pd.DataFrame, n_triples: int, openie: str) -> dict[st
             "passages_without_triples": int((status["n_triples"] == 0).sum()),
             "prompt_tokens": int(status["prompt_tokens"].sum()),
             "completion_tokens": int(status["completion_tokens"].sum())}
+
+
+def triple_tables(outcomes: Sequence[PassageTriples]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The triple and status tables of ``outcomes`` (in their order), columns
+    :data:`TRIPLE_COLUMNS` / :data:`STATUS_COLUMNS`. Types are inferred from every row as pandas
+    infers them (a column of empty lists only is ``List(Null)``; no rows: ``Null`` columns), so
+    the Parquet bytes are those of the pandas build."""
+    triples = pl.from_dicts([t for o in outcomes for t in o.triples], schema=TRIPLE_COLUMNS,
+                            infer_schema_length=None)
+    status = pl.from_dicts([o.status for o in outcomes], schema=STATUS_COLUMNS,
+                           infer_schema_length=None)
+    return triples, status

@@ -24,13 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import scipy.sparse as sp
 
-from evichain.retrieval.incidence import incidence_matrix, order_propositions
+from evichain.retrieval.incidence import Table, incidence_matrix, order_propositions
 from evichain.retrieval.run import top_k_indices
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -57,18 +61,21 @@ class EntityGraph:
     At: sp.csr_matrix
 
     @classmethod
-    def build(cls, passage_ids: Sequence[str], props: pd.DataFrame, entities: pd.DataFrame,
-              incidence: pd.DataFrame, H: np.ndarray) -> "EntityGraph":
-        """From the index tables; ``props`` must be ordered by :func:`order_propositions`
-        (the order of ``H``'s rows)."""
+    def build(cls, passage_ids: Sequence[str], props: pl.DataFrame | pd.DataFrame,
+              entities: pl.DataFrame | pd.DataFrame, incidence: pl.DataFrame | pd.DataFrame,
+              H: np.ndarray) -> EntityGraph:
+        """From the index tables (polars, or pandas from the methods' context): ``owner[i]`` =
+        row of proposition i's passage in ``passage_ids``, A the proposition–entity incidence;
+        ``props`` must be ordered by :func:`order_propositions` (the order of ``H``'s rows)."""
         rank = {pid: i for i, pid in enumerate(passage_ids)}
-        owner = props["passage_id"].map(rank).to_numpy(np.int64)
-        A = incidence_matrix(props["prop_id"].tolist(), entities["entity_id"].tolist(), incidence)
+        owner = np.array([rank[p] for p in props["passage_id"].to_list()], dtype=np.int64)
+        A = incidence_matrix(props["prop_id"].to_list(), entities["entity_id"].to_list(), incidence)
         return cls(np.ascontiguousarray(H, dtype=np.float32), owner, A, A.T.tocsr())
 
     @staticmethod
-    def ordered(props: pd.DataFrame, passage_ids: Sequence[str]) -> pd.DataFrame:
-        """Propositions in the index order (stored passage order, then ordinal)."""
+    def ordered(props: Table, passage_ids: Sequence[str]) -> Table:
+        """Propositions in the index order (stored passage order, then ordinal), as the type
+        given."""
         return order_propositions(props, list(passage_ids))
 
     def scores(self, h: np.ndarray) -> np.ndarray:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from evichain.config import LLMParams, OrchestrationParams
 from evichain.io import write_parquet
@@ -99,7 +100,7 @@ def test_prompt_injection_stays_quoted_data(tmp_path: Path) -> None:
 
 
 def _corpus(tmp_path: Path) -> DatasetPaths:
-    corpus = pd.DataFrame({"passage_id": [f"p{i}" for i in range(5)], "title": [f"T{i}" for i in range(5)],
+    corpus = pl.DataFrame({"passage_id": [f"p{i}" for i in range(5)], "title": [f"T{i}" for i in range(5)],
                            "text": [f"Passage {i} is about topic{i}." for i in range(5)]})
     paths = DatasetPaths("toy", root=tmp_path / "artifacts")
     write_parquet(corpus, paths.corpus)
@@ -122,8 +123,8 @@ def test_flow_checkpoints_failures_and_resume(tmp_path: Path, monkeypatch: pytes
     assert s["failure_kinds"] == {"invalid_json": 1, "connection": 1}
     assert s["triples"] == 6 and s["invalid_triples_dropped"] == 3 and s["duplicate_triples_dropped"] == 3
     assert s["llm_usage"]["failures"] == 2
-    assert out.status["passage_id"].tolist() == [f"p{i}" for i in range(5)]
-    assert out.triples["passage_id"].tolist() == ["p0", "p0", "p2", "p2", "p4", "p4"]
+    assert out.status["passage_id"].to_list() == [f"p{i}" for i in range(5)]
+    assert out.triples["passage_id"].to_list() == ["p0", "p0", "p2", "p2", "p4", "p4"]
     assert len(list((tmp_path / "ckpt").glob("graph-openie-*.json"))) == 3
     assert len(first.calls) == 10          # 2 per passage, + p1's repair turn, − p3's triple call
     set_responder(second := Script())
@@ -133,7 +134,7 @@ def test_flow_checkpoints_failures_and_resume(tmp_path: Path, monkeypatch: pytes
     set_responder(Script(ner=RuntimeError("must not be called"), triples=RuntimeError("idem")))
     (tmp_path / "ckpt").rename(tmp_path / "lost")               # checkpoints lost: the cache answers
     third = extraction_flow(paths, params, "llm", llm, orch, root=tmp_path / "ckpt")
-    pd.testing.assert_frame_equal(third.triples, again.triples)
+    assert_frame_equal(third.triples, again.triples)
     assert third.summary["llm_usage"]["calls"] == 0
 
 
@@ -141,18 +142,18 @@ def test_flow_propositions_mode_needs_no_llm(tmp_path: Path) -> None:
     from flows.graph import extraction_flow
 
     paths = _corpus(tmp_path)
-    props = pd.DataFrame({"prop_id": ["p0#0", "p2#0"], "passage_id": ["p0", "p2"],
+    props = pl.DataFrame({"prop_id": ["p0#0", "p2#0"], "passage_id": ["p0", "p2"],
                           "text": ["T0 met T2.", "T2 is small."], "entities": [[], []],
                           "extractor": ["llm"] * 2})
     write_parquet(props, paths.index_file("propositions.parquet"))
-    write_parquet(pd.DataFrame({"entity_id": ["e0", "e2"], "name": ["T0", "T2"], "aliases": [[], []],
+    write_parquet(pl.DataFrame({"entity_id": ["e0", "e2"], "name": ["T0", "T2"], "aliases": [[], []],
                                 "is_title": [True, True], "degree": [1, 2]}),
                   paths.index_file("entities.parquet"))
-    write_parquet(pd.DataFrame({"prop_id": ["p0#0", "p0#0", "p2#0"], "entity_id": ["e0", "e2", "e2"]}),
+    write_parquet(pl.DataFrame({"prop_id": ["p0#0", "p0#0", "p2#0"], "entity_id": ["e0", "e2", "e2"]}),
                   paths.index_file("incidence.parquet"))
     set_responder(Script(ner=RuntimeError("no LLM here")))
     out = extraction_flow(paths, GraphParams(), "propositions", LLMParams(model="scripted/none"),
                           OrchestrationParams(max_workers=1))
     assert out.summary["openie"] == "propositions" and out.summary["llm_usage"] == {"calls": 0}
-    assert out.triples[["subject", "predicate", "object"]].values.tolist() == [["T0", "T0 met T2.", "T2"]]
+    assert out.triples.select("subject", "predicate", "object").rows() == [("T0", "T0 met T2.", "T2")]
     assert out.summary["passages"] == 5 and out.summary["passages_without_triples"] == 4
