@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
 from evichain.checkpoint import checkpoint_root
 from evichain.config import EmbedParams, LLMParams, OrchestrationParams
-from evichain.io import read_parquet
+from evichain.io import read_table
 from evichain.llm import LLMClient
 from evichain.llm.types import Prompt
 from evichain.methods.cee.facets import (FacetPair, PairOutcome, Passage, load_passages,
@@ -63,10 +63,10 @@ def facet_status_path(paths: DatasetPaths) -> Path:
 # =========================================================================== facets
 @dataclass
 class FacetOutput:
-    """The facet and status tables and the stage summary."""
+    """The facet and status tables (polars) and the stage summary."""
 
-    facets: pd.DataFrame
-    status: pd.DataFrame
+    facets: pl.DataFrame
+    status: pl.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
 
 
@@ -150,13 +150,14 @@ def facets_flow(paths: DatasetPaths, params: CEEParams, llm: LLMParams, embed: E
                 orch: OrchestrationParams, root: Path | None = None,
                 stage: str = "generate_facets") -> FacetOutput:
     """C_i for the target passages of ``paths.corpus`` (module docstring)."""
-    corpus = read_parquet(paths.corpus)
+    corpus = read_table(paths.corpus, columns=["passage_id", "title", "text"])
     passages = load_passages(corpus)
     pids = [p.passage_id for p in passages]
     E = encode_all(format_passages(corpus, params.passage_format), embed, orch, "passages")
     Q = None
     if params.facets.facet_scope == "reachable":
-        Q = encode_all(read_parquet(paths.questions)["question"].tolist(), embed, orch, "questions")
+        Q = encode_all(read_table(paths.questions, columns=["question"])["question"].to_list(),
+                       embed, orch, "questions")
     targets = select_targets(params.facets, E, Q)
     idx, sims = nearest_neighbours(E, targets, params.facets.n_neighbours)
     plan = pair_plan(pids, targets, idx, sims, params.facets.max_pairs_per_passage)
@@ -164,7 +165,7 @@ def facets_flow(paths: DatasetPaths, params: CEEParams, llm: LLMParams, embed: E
     outcomes, info = run_pairs(plan, {p.passage_id: p for p in passages}, params.facets, client,
                                root or checkpoint_root())
     facets, status = facet_table(outcomes, pids), status_table(outcomes, pids)
-    encode_all(facets["facet_query"].tolist(), embed, orch, "facets")
+    encode_all(facets["facet_query"].to_list(), embed, orch, "facets")
     summary = {"facet_scope": params.facets.facet_scope, **facet_summary(status, facets, len(pids)),
                **info, "llm_usage": client.usage.as_dict()}
     return FacetOutput(facets, status, summary)

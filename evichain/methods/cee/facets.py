@@ -34,10 +34,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from evichain.checkpoint import read_shard, write_shard
 from evichain.llm import LLMClient, LLMSuccess
@@ -48,6 +48,9 @@ from evichain.methods.cee.prompts import (clean_texts, cut_words, facet_prompt, 
                                           nonempty_check)
 from evichain.retrieval.run import top_k_indices
 from evichain.text.sentences import split_sentences
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MIN_FACET_WORDS = 3
 """A facet is a question: shorter replies (e.g. a bare name, or a copied placeholder) are dropped."""
@@ -285,8 +288,10 @@ def pair_cached(client: LLMClient, prompt: Prompt[Any], target: Passage, referen
 
 
 # --------------------------------------------------------------------------- tables
-def facet_table(outcomes: Iterable[PairOutcome], passage_order: Sequence[str]) -> pd.DataFrame:
-    """C_i per passage (distinct, first occurrence kept), passages in stored order."""
+def facet_table(outcomes: Iterable[PairOutcome], passage_order: Sequence[str]) -> pl.DataFrame:
+    """C_i per passage (distinct case-insensitively, first occurrence kept), passages in stored
+    order, then neighbour rank; ``facet_id = "<passage_id>#<k>"`` (k-th distinct facet).
+    Column types are inferred from the rows (no rows: ``Null`` columns, as pandas wrote)."""
     rank = {pid: i for i, pid in enumerate(passage_order)}
     ordered = sorted(outcomes, key=lambda o: (rank[o.status["passage_id"]],
                                               o.status["neighbour_rank"]))
@@ -299,28 +304,36 @@ def facet_table(outcomes: Iterable[PairOutcome], passage_order: Sequence[str]) -
             if text.casefold() not in have:
                 have.add(text.casefold())
                 rows.append((f"{pid}#{len(have) - 1}", pid, o.status["neighbour_id"], text))
-    return pd.DataFrame(rows, columns=FACET_COLUMNS)
+    return pl.DataFrame(rows, schema=FACET_COLUMNS, orient="row", infer_schema_length=None)
 
 
-def status_table(outcomes: Iterable[PairOutcome], passage_order: Sequence[str]) -> pd.DataFrame:
-    """One status row per pair, sorted by (stored passage order, neighbour rank)."""
+STATUS_TYPES = {"neighbour_rank": pl.Int32, "similarity": pl.Float64, "n_facets": pl.Int32,
+                "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64}
+"""The numeric status columns' stored types (the others are inferred from the rows)."""
+
+
+def status_table(outcomes: Iterable[PairOutcome], passage_order: Sequence[str]) -> pl.DataFrame:
+    """One status row per pair, sorted by (stored passage order, neighbour rank); numeric
+    columns typed by :data:`STATUS_TYPES`."""
     rank = {pid: i for i, pid in enumerate(passage_order)}
     rows = sorted((o.status for o in outcomes),
                   key=lambda r: (rank[r["passage_id"]], r["neighbour_rank"]))
-    df = pd.DataFrame(rows, columns=STATUS_COLUMNS)
-    return df.astype({"neighbour_rank": "int32", "similarity": "float64", "n_facets": "int32",
-                      "prompt_tokens": "int64", "completion_tokens": "int64"})
+    df = pl.from_dicts(rows, schema=STATUS_COLUMNS, infer_schema_length=None)
+    return df.with_columns(pl.col(c).cast(t) for c, t in STATUS_TYPES.items())
 
 
-def facet_summary(status: pd.DataFrame, facets: pd.DataFrame, n_passages: int) -> dict[str, Any]:
-    """Counts for the stage summary (pairs ok / failed, facets, passages with facets)."""
-    failed = int((status["status"] == "failed").sum())
-    kinds = status.loc[status["status"] == "failed", "error_kind"].value_counts()
-    return {"passages": n_passages, "targets": int(status["passage_id"].nunique()),
-            "pairs": len(status), "pairs_ok": len(status) - failed, "pairs_failed": failed,
-            "failure_rate": round(failed / max(1, len(status)), 4), "facets": len(facets),
-            "passages_with_facets": int(facets["passage_id"].nunique()),
-            "failure_kinds": {str(k): int(v) for k, v in kinds.items()},
+def facet_summary(status: pl.DataFrame, facets: pl.DataFrame, n_passages: int) -> dict[str, Any]:
+    """Counts for the stage summary: passages, targets (distinct status passages), pairs ok /
+    failed (``status == "failed"``), failure_rate = failed / max(1, pairs) to 4 places, facets,
+    passages with facets, failed pairs per non-null ``error_kind`` and the token sums."""
+    failed = status.filter(pl.col("status") == "failed")
+    kinds = failed.drop_nulls("error_kind").group_by("error_kind").len()
+    n = status.height
+    return {"passages": n_passages, "targets": status["passage_id"].drop_nulls().n_unique(),
+            "pairs": n, "pairs_ok": n - failed.height, "pairs_failed": failed.height,
+            "failure_rate": round(failed.height / max(1, n), 4), "facets": facets.height,
+            "passages_with_facets": facets["passage_id"].drop_nulls().n_unique(),
+            "failure_kinds": {str(k): int(v) for k, v in kinds.iter_rows()},
             "prompt_tokens": int(status["prompt_tokens"].sum()),
             "completion_tokens": int(status["completion_tokens"].sum())}
 
@@ -396,10 +409,11 @@ def estimate_cost(model: str, pairs: Sequence[FacetPair], passages: Mapping[str,
     return CostEstimate(model, len(pairs), pt, ct, usd, note)
 
 
-def load_passages(corpus: pd.DataFrame) -> list[Passage]:
-    """Corpus rows as :class:`Passage` in stored order."""
+def load_passages(corpus: pl.DataFrame | pd.DataFrame) -> list[Passage]:
+    """Corpus rows as :class:`Passage` in stored order (polars, or pandas from the methods'
+    context)."""
     return [Passage(str(p), str(t), str(x))
-            for p, t, x in zip(corpus["passage_id"], corpus["title"], corpus["text"])]
+            for p, t, x in zip(*(corpus[c].to_list() for c in ("passage_id", "title", "text")))]
 
 
 # --------------------------------------------------------------------------- checkpoints

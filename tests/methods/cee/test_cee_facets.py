@@ -16,8 +16,9 @@ from typing import Any
 
 import litellm
 import numpy as np
-import pandas as pd
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from evichain.config import EmbedParams, LLMParams, OrchestrationParams
 from evichain.io import write_parquet
@@ -73,9 +74,9 @@ def fake_embeddings(monkeypatch: pytest.MonkeyPatch) -> None:
 def write_fixture(root: Path) -> DatasetPaths:
     """corpus.parquet and questions.parquet of the fixture under ``root``."""
     paths = DatasetPaths("fx", root=root)
-    write_parquet(pd.DataFrame(PASSAGES, columns=["passage_id", "title", "text"]), paths.corpus)
-    write_parquet(pd.DataFrame([{"question_id": q, "question": t, "answers": ["x"],
-                                 "gold_passage_ids": g} for q, t, g in QUESTIONS]), paths.questions)
+    write_parquet(pl.DataFrame(PASSAGES, schema=["passage_id", "title", "text"], orient="row"), paths.corpus)
+    write_parquet(pl.from_dicts([{"question_id": q, "question": t, "answers": ["x"],
+                                  "gold_passage_ids": g} for q, t, g in QUESTIONS]), paths.questions)
     return paths
 
 
@@ -172,8 +173,8 @@ def test_facet_union_is_distinct_per_passage() -> None:
             PairOutcome(["b?", "C?"], {"passage_id": "d1", "neighbour_id": "d0", "neighbour_rank": 2}),
             PairOutcome(["A?"], {"passage_id": "d0", "neighbour_id": "d1", "neighbour_rank": 1})]
     table = facet_table(rows, ["d0", "d1"])
-    assert table.values.tolist() == [["d0#0", "d0", "d1", "A?"], ["d1#0", "d1", "d2", "A?"],
-                                     ["d1#1", "d1", "d2", "B?"], ["d1#2", "d1", "d0", "C?"]]
+    assert table.rows() == [("d0#0", "d0", "d1", "A?"), ("d1#0", "d1", "d2", "A?"),
+                            ("d1#1", "d1", "d2", "B?"), ("d1#2", "d1", "d0", "C?")]
 
 
 def test_cost_estimate_uses_litellm_prices() -> None:
@@ -196,13 +197,14 @@ def test_flow_status_rows_failures_and_retry_of_failed_pairs_only(
     set_responder(Facets(fail={"Tours": "{not json"}))
     out = run_flow(paths, tmp_path / "ckpt")
     status = out.status
-    assert len(status) == 6 * 2 and list(status["passage_id"].unique()) == [p[0] for p in PASSAGES]
-    failed = status[status["status"] == "failed"]
-    assert failed["passage_id"].unique().tolist() == ["d4"] and len(failed) == 2
-    assert set(failed["error_kind"]) == {"invalid_json"}
+    assert status.height == 6 * 2
+    assert status["passage_id"].unique(maintain_order=True).to_list() == [p[0] for p in PASSAGES]
+    failed = status.filter(pl.col("status") == "failed")
+    assert failed["passage_id"].unique().to_list() == ["d4"] and failed.height == 2
+    assert set(failed["error_kind"].to_list()) == {"invalid_json"}
     assert out.summary["pairs_failed"] == 2 and out.summary["failure_rate"] == pytest.approx(2 / 12, abs=1e-4)
-    assert "d4" not in set(out.facets["passage_id"])
-    assert out.facets[out.facets["passage_id"] == "d0"]["facet_query"].tolist() == [
+    assert "d4" not in set(out.facets["passage_id"].to_list())
+    assert out.facets.filter(pl.col("passage_id") == "d0")["facet_query"].to_list() == [
         "What is known about Lothair II?", "Who were the parents of Lothair II?"]
     set_responder(fixed := Facets())
     again = run_flow(paths, tmp_path / "ckpt")
@@ -245,8 +247,8 @@ def test_interrupted_run_resumes_without_repeating_a_call(
     set_responder(third := Facets())
     warm = run_flow(paths, tmp_path / "ckpt")
     assert third.calls == 0 and warm.summary["llm_usage"]["calls"] == 0
-    pd.testing.assert_frame_equal(warm.facets, resumed.facets)
-    pd.testing.assert_frame_equal(warm.status, resumed.status)       # tokens of hits = stored
+    assert_frame_equal(warm.facets, resumed.facets)
+    assert_frame_equal(warm.status, resumed.status)                  # tokens of hits = stored
 
 
 def test_checkpoints_alone_and_cache_alone_each_give_zero_calls(
@@ -265,7 +267,7 @@ def test_checkpoints_alone_and_cache_alone_each_give_zero_calls(
     again = run_flow(paths, tmp_path / "third-ckpt")
     assert counter.calls == 12 and again.summary["llm_usage"]["cache_hits"] == 12
     assert again.summary["pending_pairs"] == 12 and again.summary["estimated_calls"] == 0
-    pd.testing.assert_frame_equal(first.facets, from_cache.facets)
+    assert_frame_equal(first.facets, from_cache.facets)
 
 
 def test_reachable_scope_and_pair_caps(tmp_path: Path, fake_embeddings: None) -> None:
@@ -277,9 +279,9 @@ def test_reachable_scope_and_pair_caps(tmp_path: Path, fake_embeddings: None) ->
     Q = fake_encode([q for _, q, _ in QUESTIONS])
     E = fake_encode([f"{t}\n{x}" for _, t, x in PASSAGES])
     expected = [PASSAGES[i][0] for i in reachable_targets(Q, E, 1)]
-    assert out.status["passage_id"].tolist() == expected and replies.calls == len(expected)
+    assert out.status["passage_id"].to_list() == expected and replies.calls == len(expected)
     assert out.summary["targets"] == len(expected) < len(PASSAGES)
-    assert out.facets.groupby("passage_id").size().max() == 1        # one facet per pair
+    assert out.facets.group_by("passage_id").len()["len"].max() == 1  # one facet per pair
     schema = json.dumps(replies.seen[0])
     assert "maxItems" not in schema                                   # schemas are not in messages
 
