@@ -233,9 +233,15 @@ def test_dvc_retrieve_stages_split_by_what_each_method_reads() -> None:
     assert not [d for d in stages["retrieve_iterative"]["deps"] if "/index/" in d]
     # Each template depends on its own code digest; the two digests cover the same source files.
     all_stages = load_stages(Path(__file__).resolve().parents[2] / "dvc.yaml")
+    # ... and on its own params file per method (params_<template>, a matrix over the method).
     for name in stages:
-        assert [d for d in stages[name]["deps"] if not d.startswith("artifacts/")] == [str(digest_path(name))]
+        assert [d for d in stages[name]["deps"] if not d.startswith("artifacts/")] == [
+            str(digest_path(name)), f"pipeline/params/{name}/${{item.method}}.json"]
+        assert "params" not in stages[name]
     assert listed_files("retrieve_iterative", all_stages) == listed_files("retrieve_iterative_graph", all_stages)
+    keys = {n: all_stages[f"params_{n}"]["params"] for n in stages}
+    assert keys["retrieve_iterative"] == keys["retrieve_iterative_graph"]
+    assert "iterative.${item.method}" in keys["retrieve_iterative"]
 
 
 @pytest.mark.parametrize("method", [m for m in METHODS if m != "gear"])
