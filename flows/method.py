@@ -35,12 +35,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import polars as pl
 from prefect import flow
 from prefect.context import TaskRunContext
 
 from evichain.config import EmbedParams, LLMParams, OrchestrationParams, Params
 from evichain.embed import get_embedder
-from evichain.io import MissingArtifactError, read_parquet
+from evichain.io import MissingArtifactError, read_table
 from evichain.llm import LLMClient, Usage
 from evichain.methods.base import BuildContext, Method, QuestionResult, get_method, latency_ms, run_frame
 from evichain.paths import DatasetPaths
@@ -72,15 +73,15 @@ def table_path(paths: DatasetPaths, name: str) -> Path:
     return paths.index_file(f"{name}.parquet")
 
 
-def read_tables(paths: DatasetPaths, names: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """The named tables, or a clear error naming the stage to run first."""
+def read_tables(paths: DatasetPaths, names: Sequence[str]) -> dict[str, pl.DataFrame]:
+    """The named tables (polars), or a clear error naming the stage to run first."""
     out = {}
     for name in names:
         path = table_path(paths, name)
         if not path.exists():
             raise MissingArtifactError(f"{path}: table {name!r} missing; run the stage that "
                                        f"writes it first (see dvc.yaml)")
-        out[name] = read_parquet(path)
+        out[name] = read_table(path)
     return out
 
 
@@ -125,11 +126,12 @@ class StageClients:
 
 
 def build_context(paths: DatasetPaths, method: Method, variant: str | None, params: Params,
-                  clients: StageClients) -> tuple[BuildContext, pd.DataFrame]:
-    """The method's :class:`BuildContext` over ``paths`` and the questions table."""
-    corpus, questions = read_parquet(paths.corpus), read_parquet(paths.questions)
+                  clients: StageClients) -> tuple[BuildContext, pl.DataFrame]:
+    """The method's :class:`BuildContext` over ``paths`` and the questions table (polars)."""
+    corpus, questions = read_table(paths.corpus), read_table(paths.questions)
     gold = {str(q): [str(g) for g in gs]
-            for q, gs in zip(questions["question_id"], questions["gold_passage_ids"])}
+            for q, gs in zip(questions["question_id"].to_list(),
+                             questions["gold_passage_ids"].to_list())}
     ctx = BuildContext(corpus=corpus, params=params, make_client=clients,
                        encode=FlowEncoder(params.embed, params.orchestration), gold=gold,
                        tables=read_tables(paths, method.tables(params, variant)),
@@ -138,20 +140,20 @@ def build_context(paths: DatasetPaths, method: Method, variant: str | None, para
 
 
 def prepare(paths: DatasetPaths, method: Method, variant: str | None, params: Params,
-            clients: StageClients) -> tuple[BuildContext, pd.DataFrame, Any]:
+            clients: StageClients) -> tuple[BuildContext, pl.DataFrame, Any]:
     """The context, the questions (encoded first, in bulk, so a method that encodes its question
     inside a task reads it from the embedding cache) and the method's index for ``variant``."""
     ctx, questions = build_context(paths, method, variant, params, clients)
-    ctx.encoder()(questions["question"].astype(str).tolist())
+    ctx.encoder()([str(q) for q in questions["question"].to_list()])
     return ctx, questions, method.index(ctx, variant)
 
 
-def assemble(method: Method, variant: str | None, params: Params, questions: pd.DataFrame,
+def assemble(method: Method, variant: str | None, params: Params, questions: pl.DataFrame,
              results: Sequence[QuestionResult], index: Any, usage: dict[str, Any],
              wall_s: float) -> MethodOutput:
     """The stage tables of one run: the method's summary first, then LLM usage and latency."""
     trace = pd.DataFrame([{"question_id": str(q), **r.trace}
-                          for q, r in zip(questions["question_id"], results)])
+                          for q, r in zip(questions["question_id"].to_list(), results)])
     evidence = method.evidence_table(results)
     summary: dict[str, Any] = {"method": method.name, "questions": len(results),
                                **method.summary(params, variant, trace, results, index)}
@@ -208,14 +210,16 @@ def retrieval_flow(paths: DatasetPaths, method: str, variant: str | None, params
     if on_dask():
         start = time.perf_counter()
         spec = MethodSpec.of_run(paths, chosen, variant, params, stage)
-        results, usage = retrieve_on_workers(spec, questions["question_id"], questions["question"],
+        results, usage = retrieve_on_workers(spec, questions["question_id"].to_list(),
+                                             questions["question"].to_list(),
                                              params.orchestration, label=chosen.label(variant))
         return assemble(chosen, variant, params, questions, results, index,
                         sum_usage([clients.usage(), usage]), time.perf_counter() - start)
     retriever = chosen.build(ctx, variant, index)
     start = time.perf_counter()
     with chosen.compute_limits():
-        results = retrieve_questions(retriever, questions["question_id"], questions["question"],
+        results = retrieve_questions(retriever, questions["question_id"].to_list(),
+                                     questions["question"].to_list(),
                                      params.orchestration, label=chosen.label(variant))
     return assemble(chosen, variant, params, questions, results, index, clients.usage(),
                     time.perf_counter() - start)

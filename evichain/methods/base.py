@@ -52,6 +52,7 @@ from evichain.params_base import register_block, unregister_block
 
 if TYPE_CHECKING:
     import pandas as pd
+    import polars as pl
 
     from evichain.config import Params
     from evichain.llm import LLMClient
@@ -219,7 +220,7 @@ Encoder = Callable[[Sequence[str]], Any]
 class BuildContext:
     """What ``build`` gets: one dataset's corpus, the whole params, the services.
 
-    ``corpus``: ``passage_id, title, text`` in stored order; ``params``: the validated
+    Tables are polars. ``corpus``: ``passage_id, title, text`` in stored order; ``params``: the validated
     :class:`evichain.config.Params` (service blocks ``llm``, ``embed``, ``retrieval`` and every
     method's block); ``encode``: the embedding service (texts → L2-normalised rows);
     ``make_client``: LLM client factory (default :class:`evichain.llm.LLMClient`); ``tables``:
@@ -230,13 +231,13 @@ class BuildContext:
     something per question in bulk (the rerankers' first-stage pools), else None.
     """
 
-    corpus: pd.DataFrame
+    corpus: pl.DataFrame
     params: Params
     encode: Encoder | None = None
     make_client: Callable[[LLMParams], LLMClient] | None = None
-    tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    tables: Mapping[str, pl.DataFrame] = field(default_factory=dict)
     gold: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    questions: pd.DataFrame | None = None
+    questions: pl.DataFrame | None = None
 
     def client(self, llm: LLMParams | None = None) -> LLMClient:
         """An LLM client for ``llm`` (default: ``params.llm``)."""
@@ -255,7 +256,7 @@ class BuildContext:
             self.encode = get_embedder(self.params.embed).encode
         return self.encode
 
-    def table(self, name: str) -> pd.DataFrame:
+    def table(self, name: str) -> pl.DataFrame:
         """Index table ``name``, or a KeyError naming the tables the method needs."""
         if name not in self.tables:
             raise KeyError(f"index table {name!r} missing from BuildContext.tables "
@@ -501,6 +502,13 @@ def run_frame(results: Sequence[QuestionResult]) -> pd.DataFrame:
     from evichain.retrieval.run import run_table
 
     return run_table([row for r in results for row in r.rows])
+
+
+def pandas_boundary(table: pl.DataFrame) -> pd.DataFrame:
+    """``table`` for an index function that still takes pandas: through Arrow, the frame
+    :func:`evichain.io.read_parquet` gives for the same file (string columns as ``str``, list
+    columns as arrays). Callers mark the call ``# boundary: <module> still pandas``."""
+    return table.to_pandas()
 
 
 def rows_of(run: pd.DataFrame) -> list[Row]:

@@ -3,9 +3,9 @@
 Ties are broken by the stored passage order (the corpus row order), as EviReform C.1
 prescribes, so a run is a deterministic function of the scores.
 
-:func:`run_table` is pandas: every method, flow and stage reads that type (it is the
-methods' boundary); :func:`run_rows` is the same table in polars, for the code that computes
-on runs (fusion).
+:func:`run_rows` is the run in polars (:data:`RUN_SCHEMA`), the type the methods and their
+flow give; :func:`run_from_scores` returns it. :func:`run_table` is the same table in pandas,
+still returned by the fusion and first-stage searches for their callers.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ def top_k_rows(
 def run_from_scores(
     question_ids: Sequence[str], scores: np.ndarray, passage_ids: Sequence[str], k: int,
     *, positive_only: bool = False,
-) -> pd.DataFrame:
-    """The :func:`run_table` of :func:`top_k_rows` (same arguments)."""
-    return run_table(top_k_rows(question_ids, scores, passage_ids, k, positive_only=positive_only))
+) -> pl.DataFrame:
+    """The polars run (:func:`run_rows`) of :func:`top_k_rows` (same arguments)."""
+    return run_rows(top_k_rows(question_ids, scores, passage_ids, k, positive_only=positive_only))
 
 
 def run_table(rows: list[Row] | list[list[object]]) -> pd.DataFrame:
@@ -75,6 +75,13 @@ def run_rows(rows: Sequence[Row]) -> pl.DataFrame:
     """A polars run table (:data:`RUN_SCHEMA`) from ``(question_id, rank, passage_id, score)``
     rows, in their order."""
     return pl.DataFrame(list(rows), schema=RUN_SCHEMA, orient="row", strict=False)
+
+
+def passage_texts(corpus: pl.DataFrame) -> dict[str, tuple[str, str]]:
+    """passage_id → ``(title, text)`` of every corpus row, built once (passage ids are unique:
+    :func:`evichain.data.schema.validate_corpus`)."""
+    return {str(p): (str(t), str(x)) for p, t, x in
+            zip(corpus["passage_id"].to_list(), corpus["title"].to_list(), corpus["text"].to_list())}
 
 
 def format_passages(corpus: pl.DataFrame | pd.DataFrame, template: str) -> list[str]:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.config import ParamsError, load_params, parse_params
@@ -28,6 +28,7 @@ from evichain.methods.base import (
     methods,
     unregister,
 )
+from evichain.metrics.frames import as_polars
 from tests.fixtures.lothair import QUESTION, SEVEN_PASSAGES, sentence_index
 from tests.fixtures.scripted_llm import respond as fixture_respond
 from tests.methods.rerank.test_rerank_cross_encoder import tiny_model_dir  # noqa: F401  (pytest fixture)
@@ -234,20 +235,20 @@ def test_get_method_imports_only_that_methods_module() -> None:
 
 
 # --------------------------------------------------------------------------- every method builds
-CORPUS = pd.DataFrame(SEVEN_PASSAGES, columns=["passage_id", "title", "text"])
+CORPUS = pl.DataFrame(SEVEN_PASSAGES, schema=["passage_id", "title", "text"], orient="row")
 GOLD = {"q1": ["d0", "d1"]}
 
 
 @lru_cache(maxsize=1)
-def index_tables() -> dict[str, pd.DataFrame]:
+def index_tables() -> dict[str, pl.DataFrame]:
     """The sentence proposition index of the corpus (as the index stages write it) and a facet
-    table (as generate_facets writes it)."""
+    table (as generate_facets writes it), polars as the methods' context holds them."""
 
-    props, entities, incidence = sentence_index(CORPUS)
-    facets = pd.DataFrame({"passage_id": ["d1", "d0"],
+    props, entities, incidence = (as_polars(t) for t in sentence_index(CORPUS.to_pandas()))
+    facets = pl.DataFrame({"passage_id": ["d1", "d0"],
                            "facet_query": ["When did Ermengarde of Tours die?",
                                            "Who was the mother of Lothair II?"]})
-    dense = pd.DataFrame({"question_id": "q1", "rank": [1, 2, 3],
+    dense = pl.DataFrame({"question_id": ["q1"] * 3, "rank": [1, 2, 3],
                           "passage_id": ["d0", "d1", "d2"], "score": [0.9, 0.8, 0.7]})
     return {"propositions": props, "entities": entities, "incidence": incidence, "facets": facets,
             "runs/dense": dense}
@@ -283,7 +284,7 @@ def test_every_registered_method_builds_and_retrieves(name: str, tiny_model_dir:
         "cee": {"k_cand": 2, "k_final": 3, "top_k": 5, "rounds": 2},
     })
     method = get_method(name)
-    questions = pd.DataFrame({"question_id": ["q1"], "question": [QUESTION]})
+    questions = pl.DataFrame({"question_id": ["q1"], "question": [QUESTION]})
     ctx = BuildContext(CORPUS, params, tables=index_tables(), gold=GOLD, questions=questions)
     retriever = method.build(ctx)
     assert isinstance(retriever, Retriever)

@@ -11,7 +11,13 @@ from evichain.config import BM25Params, DenseParams, EmbedParams
 from evichain.embed import get_embedder
 from evichain.retrieval.bm25 import BM25Index
 from evichain.retrieval.dense import DenseIndex
-from evichain.retrieval.run import run_from_scores, run_rows, run_table, top_k_indices
+from evichain.retrieval.run import (
+    RUN_SCHEMA,
+    run_from_scores,
+    run_rows,
+    run_table,
+    top_k_indices,
+)
 
 CORPUS = pd.DataFrame({
     "passage_id": ["p1", "p2", "p3", "p4"],
@@ -33,8 +39,9 @@ def test_top_k_breaks_ties_by_stored_order() -> None:
 def test_run_from_scores_shape_and_positive_only() -> None:
     scores = np.array([[0.0, 2.0, 1.0], [0.0, 0.0, 0.0]])
     run = run_from_scores(["a", "b"], scores, ["x", "y", "z"], k=3, positive_only=True)
-    assert run.to_dict("list") == {"question_id": ["a", "a"], "rank": [1, 2],
-                                   "passage_id": ["y", "z"], "score": [2.0, 1.0]}
+    assert run.schema == RUN_SCHEMA
+    assert run.to_dict(as_series=False) == {"question_id": ["a", "a"], "rank": [1, 2],
+                                            "passage_id": ["y", "z"], "score": [2.0, 1.0]}
 
 
 def test_bm25_ranks_lexical_match_first_and_skips_non_matching() -> None:

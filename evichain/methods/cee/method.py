@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from evichain.methods.base import (FACET_INDEX, BuildContext, FunctionRetriever, Method, QuestionResult,
-                                   latency_ms, register)
+                                   latency_ms, pandas_boundary, register)
 from evichain.methods.cee.explore import ExploreLLM
 from evichain.methods.cee.facets import Passage, load_passages, sentence_facets
 from evichain.methods.cee.params import VARIANTS, CEEParams, variant_params
@@ -70,7 +70,7 @@ class CEE(Method):
     def index(self, ctx: BuildContext, variant: str | None = None) -> CEEIndex:
         params = variant_params(self.params_of(ctx.params), self.check_variant(variant))
         encode = ctx.encoder()
-        passages = load_passages(ctx.corpus)
+        passages = load_passages(pandas_boundary(ctx.corpus))  # boundary: facets still pandas
         E = encode(format_passages(ctx.corpus, params.passage_format))
         if params.facets.source == "sentences":
             built = sentence_facets(passages, E, params.facets.n_neighbours,
@@ -80,12 +80,13 @@ class CEE(Method):
                             built.info)
         facets = ctx.table("facets")
         row = {p.passage_id: i for i, p in enumerate(passages)}
-        unknown = sorted(set(facets["passage_id"]) - set(row))
+        facet_pids = [str(p) for p in facets["passage_id"].to_list()]
+        unknown = sorted(set(facet_pids) - set(row))
         if unknown:
             raise ValueError(f"facets table has {len(unknown)} passage ids not in the corpus "
                              f"(e.g. {unknown[0]})")
-        vectors = encode(facets["facet_query"].tolist())
-        return CEEIndex(passages, E, FacetBank.build([row[p] for p in facets["passage_id"]], vectors,
+        vectors = encode(facets["facet_query"].to_list())
+        return CEEIndex(passages, E, FacetBank.build([row[p] for p in facet_pids], vectors,
                                                      len(passages)))
 
     def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> FunctionRetriever:

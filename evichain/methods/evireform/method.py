@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pandas as pd
 
 from evichain.methods.base import (PROPOSITION_INDEX, PROPOSITION_TABLES, BuildContext, FunctionRetriever,
-                                   Method, QuestionResult, latency_ms, register)
+                                   Method, QuestionResult, latency_ms, pandas_boundary, register)
 from evichain.methods.evireform.index import EviReformIndex, build_index, order_propositions
 from evichain.methods.evireform.llm_steps import EviReformLLM
 from evichain.methods.evireform.params import EviReformParams
@@ -27,10 +27,11 @@ if TYPE_CHECKING:
 
 def build_evireform_index(ctx: BuildContext, params: EviReformParams) -> EviReformIndex:
     """The index of ``ctx``'s proposition tables, as the retrieval flow builds it."""
-    props = order_propositions(ctx.table("propositions"), ctx.corpus["passage_id"].tolist())
-    H = ctx.encoder()(props["text"].tolist())
-    return build_index(ctx.corpus, props, ctx.table("entities"), ctx.table("incidence"), H,
-                       params.passage_format)
+    props = order_propositions(ctx.table("propositions"), ctx.corpus["passage_id"].to_list())
+    H = ctx.encoder()(props["text"].to_list())
+    corpus, props, entities, incidence = (pandas_boundary(t) for t in (  # boundary: index still pandas
+        ctx.corpus, props, ctx.table("entities"), ctx.table("incidence")))
+    return build_index(corpus, props, entities, incidence, H, params.passage_format)
 
 
 def evireform_retriever(ctx: BuildContext, index: EviReformIndex, params: EviReformParams,

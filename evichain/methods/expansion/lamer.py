@@ -14,9 +14,8 @@ No answer at all: see ``expansion.on_all_failed`` (the second pass is then plain
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-import pandas as pd
 
 from evichain.llm import LLMClient
 from evichain.methods.base import Outcome
@@ -42,17 +41,17 @@ class LameR:
     """BM25 candidates → N answers → augmented query → BM25."""
 
     def __init__(self, clients: Sequence[LLMClient], search: CorpusSearch, params: ExpansionParams,
-                 corpus: pd.DataFrame) -> None:
+                 corpus: Mapping[str, tuple[str, str]]) -> None:
         self.clients = list(clients)
         self.search = search
         self.params = params
-        self.corpus = corpus  # indexed by passage_id
+        self.corpus = corpus  # passage_id -> (title, text): passage_texts
         self.prompt = bounded(LAMER, params.lamer.max_passage_chars)
 
     def candidate_text(self, passage_id: str) -> str:
         """``title: first words of text`` of a candidate."""
-        title, text = self.corpus.at[passage_id, "title"], self.corpus.at[passage_id, "text"]
-        return f"{title}: {cap_words(str(text), self.params.lamer.candidate_words)}"
+        title, text = self.corpus[passage_id]
+        return f"{title}: {cap_words(text, self.params.lamer.candidate_words)}"
 
     def retrieve(self, question_id: str, question: str) -> Outcome:
         """The two BM25 passes around the LLM (module docstring)."""

@@ -17,7 +17,7 @@ from evichain.methods.expansion.params import ExpansionParams, retrievers_of, sa
 from evichain.methods.expansion.query2doc import Query2Doc
 from evichain.methods.expansion.search import CorpusSearch
 from evichain.retrieval.bm25 import BM25Index
-from evichain.retrieval.run import format_passages
+from evichain.retrieval.run import format_passages, passage_texts
 
 if TYPE_CHECKING:
     from evichain.config import Params
@@ -53,7 +53,7 @@ class _Expansion(Method):
         bm25 = BM25Index(ctx.corpus, ctx.params.retrieval.bm25) if use_bm25 else None
         vectors = (ctx.encoder()(format_passages(ctx.corpus, ctx.params.retrieval.dense.passage_format))
                    if use_dense else None)
-        return CorpusSearch(ctx.corpus["passage_id"].astype(str).tolist(), bm25, vectors,
+        return CorpusSearch([str(p) for p in ctx.corpus["passage_id"].to_list()], bm25, vectors,
                             ctx.encoder() if use_dense else None)
 
     def build(self, ctx: BuildContext, variant: str | None = None, index: Any = None) -> FunctionRetriever:
@@ -67,7 +67,7 @@ class _Expansion(Method):
         elif self.name == "query2doc":
             expander = Query2Doc(clients, search, params)
         else:
-            expander = LameR(clients, search, params, ctx.corpus.set_index("passage_id"))
+            expander = LameR(clients, search, params, passage_texts(ctx.corpus))
         return FunctionRetriever(expander.retrieve, expander)
 
     def summary(self, params: Params, variant: str | None, trace: pd.DataFrame,

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import scipy.sparse as sp
 
 from evichain.llm.usage import StepUsage
@@ -57,17 +58,18 @@ class HippoIndex:
     ppr: PPR
 
 
-def build_hippo_index(corpus: pd.DataFrame, triples: pd.DataFrame, encode: Encoder,
+def build_hippo_index(corpus: pl.DataFrame, triples: pd.DataFrame, encode: Encoder,
                       params: GraphParams) -> HippoIndex:
     """The shared HippoRAG 2 / CatRAG index from the OpenIE triples (``encode(texts, label)``
-    returns L2-normalised vectors)."""
-    passage_ids = corpus["passage_id"].tolist()
+    returns L2-normalised vectors; ``triples`` pandas: graph.triple_facts reads it)."""
+    passage_ids = corpus["passage_id"].to_list()
     names, facts, occ = triple_facts(triples, passage_ids)
     E = encode(names, "entities")
     S = synonymy_matrix(names, E, params.synonymy_threshold, params.synonymy_topk,
                         params.synonymy_max_per_node, params.synonymy_min_chars)
     graph = build_graph(names, passage_ids, occ, S)
-    texts = [params.passage_format.format(title=t, text=x) for t, x in zip(corpus["title"], corpus["text"])]
+    texts = [params.passage_format.format(title=t, text=x)
+             for t, x in zip(corpus["title"].to_list(), corpus["text"].to_list())]
     return HippoIndex(graph, facts, facts.entity_incidence(len(names)), encode(facts.texts, "facts"), E,
                       encode(texts, "passages"),
                       PPR(graph.W, params.ppr_backend, params.ppr_tol, params.ppr_max_iter))

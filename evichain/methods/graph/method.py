@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from evichain.methods.base import (PROPOSITION_INDEX, PROPOSITION_TABLES, TRIPLE_INDEX, BuildContext,
-                                   FunctionRetriever, Method, QuestionResult, latency_ms, register)
+                                   FunctionRetriever, Method, QuestionResult, latency_ms, pandas_boundary,
+                                   register)
 from evichain.methods.graph.catrag import CatRAGRetriever
 from evichain.methods.graph.hipporag2 import HippoRAG2Retriever, build_hippo_index
 from evichain.methods.graph.llm import GraphLLM
@@ -30,11 +31,12 @@ def _labelled(ctx: BuildContext) -> Any:
 
 
 def triples_table(ctx: BuildContext) -> pd.DataFrame:
-    """``tables["triples"]``, else the LLM-free triples of the proposition tables."""
+    """``tables["triples"]``, else the LLM-free triples of the proposition tables (pandas, the
+    type :func:`~evichain.methods.graph.graph.triple_facts` reads)."""
     if "triples" in ctx.tables:
-        return ctx.tables["triples"]
-    outcomes = proposition_triples(ctx.corpus, ctx.table("propositions"), ctx.table("entities"),
-                                   ctx.table("incidence"))
+        return pandas_boundary(ctx.tables["triples"])  # boundary: graph still pandas
+    inputs = [pandas_boundary(t) for t in (ctx.corpus, *map(ctx.table, PROPOSITION_TABLES))]
+    outcomes = proposition_triples(*inputs)  # boundary: openie still pandas
     return pd.DataFrame([t for o in outcomes for t in o.triples], columns=TRIPLE_COLUMNS)
 
 

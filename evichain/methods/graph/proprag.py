@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import scipy.sparse as sp
 
 from evichain.retrieval.incidence import incidence_matrix, order_propositions
@@ -75,15 +75,16 @@ class PropIndex:
     ppr: PPR
 
 
-def build_prop_index(corpus: pd.DataFrame, props: pd.DataFrame, entities: pd.DataFrame,
-                     incidence: pd.DataFrame, encode: Encoder, params: GraphParams) -> PropIndex:
-    """The PropRAG index from the EviReform tables (``encode(texts, label)``: L2-normalised)."""
-    passage_ids = corpus["passage_id"].tolist()
+def build_prop_index(corpus: pl.DataFrame, props: pl.DataFrame, entities: pl.DataFrame,
+                     incidence: pl.DataFrame, encode: Encoder, params: GraphParams) -> PropIndex:
+    """The PropRAG index from the EviReform tables (``encode(texts, label)``: L2-normalised);
+    ``owner[i]`` = corpus row of proposition i's passage."""
+    passage_ids = corpus["passage_id"].to_list()
     props = order_propositions(props, passage_ids)
     rank = {p: j for j, p in enumerate(passage_ids)}
-    owner = props["passage_id"].map(rank).to_numpy(np.int64)
-    A = incidence_matrix(props["prop_id"].tolist(), entities["entity_id"].tolist(), incidence)
-    names = [str(n) for n in entities["name"]]
+    owner = np.array([rank[p] for p in props["passage_id"].to_list()], dtype=np.int64)
+    A = incidence_matrix(props["prop_id"].to_list(), entities["entity_id"].to_list(), incidence)
+    names = [str(n) for n in entities["name"].to_list()]
     E = encode(names, "entities")
     S = synonymy_matrix(names, E, params.synonymy_threshold, params.synonymy_topk,
                         params.synonymy_max_per_node, params.synonymy_min_chars)
@@ -92,13 +93,14 @@ def build_prop_index(corpus: pd.DataFrame, props: pd.DataFrame, entities: pd.Dat
     strong.data = (strong.data >= params.proprag.synonym_threshold).astype(np.float64)
     link = (sp.identity(len(names), format="csr") + strong).tocsr()
     link.eliminate_zeros()
-    texts = [" ".join(str(t).split()) for t in props["text"]]
+    texts = [" ".join(str(t).split()) for t in props["text"].to_list()]
     H = encode(texts, "propositions")
     if H.shape[0] != len(texts):
         raise ValueError(f"{H.shape[0]} embeddings for {len(texts)} propositions")
     passages = [params.passage_format.format(title=t, text=x)
-                for t, x in zip(corpus["title"], corpus["text"])]
-    return PropIndex(graph, props["prop_id"].to_numpy(object), texts, owner, H, A, A.T.tocsr(), link,
+                for t, x in zip(corpus["title"].to_list(), corpus["text"].to_list())]
+    prop_ids = np.array(props["prop_id"].to_list(), dtype=object)
+    return PropIndex(graph, prop_ids, texts, owner, H, A, A.T.tocsr(), link,
                      encode(passages, "passages"),
                      PPR(graph.W, params.ppr_backend, params.ppr_tol, params.ppr_max_iter))
 

@@ -23,6 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
+import polars as pl
 
 from evichain.llm import LLMClient, LLMFailure, LLMSuccess
 from evichain.llm.types import Prompt, result_tokens
@@ -45,9 +46,9 @@ class Passages:
     texts: list[str]
 
     @classmethod
-    def from_corpus(cls, corpus: pd.DataFrame) -> "Passages":
-        return cls(corpus["passage_id"].astype(str).tolist(), corpus["title"].astype(str).tolist(),
-                   corpus["text"].astype(str).tolist())
+    def from_corpus(cls, corpus: pl.DataFrame) -> "Passages":
+        """The corpus columns as ``str`` lists, in row order."""
+        return cls(*([str(v) for v in corpus[c].to_list()] for c in ("passage_id", "title", "text")))
 
     def item(self, row: int) -> dict[str, str]:
         """``{"title", "text"}`` of a passage, as prompts quote it."""

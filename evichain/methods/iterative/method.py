@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from evichain.methods.base import (PROPOSITION_INDEX, PROPOSITION_TABLES, BuildContext, FunctionRetriever,
-                                   Method, QuestionResult, register)
+                                   Method, QuestionResult, pandas_boundary, register)
 from evichain.methods.expansion.generate import question_sequence
 from evichain.methods.iterative.common import (EVIDENCE_COLUMNS, BM25Searcher, DenseSearcher,
                                                Passages, Searcher, summarize)
@@ -53,9 +53,10 @@ class _Iterative(Method):
             searcher = DenseSearcher(encode(format_passages(ctx.corpus, params.passage_format)), encode)
         graph = None
         if self.name in GRAPH_METHODS:
-            ids = ctx.corpus["passage_id"].tolist()
-            props = EntityGraph.ordered(ctx.table("propositions"), ids)
-            graph = EntityGraph.build(ids, props, ctx.table("entities"), ctx.table("incidence"),
+            ids = ctx.corpus["passage_id"].to_list()
+            tables = [pandas_boundary(ctx.table(n)) for n in PROPOSITION_TABLES]  # boundary: gear_graph still pandas
+            props = EntityGraph.ordered(tables[0], ids)
+            graph = EntityGraph.build(ids, props, tables[1], tables[2],
                                       ctx.encoder()(props["text"].tolist()))
         return IterativeIndex(searcher, graph)
 

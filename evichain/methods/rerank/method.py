@@ -24,6 +24,7 @@ from evichain.methods.rerank.cross_encoder import CrossEncoderReranker, load_cro
 from evichain.methods.rerank.listwise import ListwiseReranker
 from evichain.methods.rerank.params import RerankParams
 from evichain.methods.rerank.pool import Pools, first_stage_pools, pool_of, rerank_summary
+from evichain.retrieval.run import passage_texts
 
 if TYPE_CHECKING:
     from evichain.config import Params
@@ -62,7 +63,7 @@ class _Rerank(Method):
         params: RerankParams = self.params_of(ctx.params)
         reranker = self.reranker(ctx, params)
         pools: Pools = index if index is not None else self.index(ctx)
-        corpus = ctx.corpus.set_index("passage_id")
+        corpus = passage_texts(ctx.corpus)
 
         def retrieve(question_id: str, question: str) -> QuestionResult:
             pool = pool_of(pools.ranking.get(question_id, []), params.pool_size, corpus)

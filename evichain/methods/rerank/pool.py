@@ -14,11 +14,13 @@ reranked passage scores above every tail passage; evaluation uses the rank order
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import polars as pl
 
 from evichain.retrieval.run import format_passages, run_from_scores
 
@@ -33,19 +35,23 @@ class Candidate:
     dense_score: float
 
 
-def ranked_ids(run: pd.DataFrame) -> dict[str, list[tuple[str, float]]]:
-    """question_id → [(passage_id, score)] in rank order."""
-    ordered = run.sort_values(["question_id", "rank"], kind="stable")
-    return {str(q): list(zip(g["passage_id"].astype(str), g["score"].astype(float)))
-            for q, g in ordered.groupby("question_id", sort=False)}
+def ranked_ids(run: pl.DataFrame) -> dict[str, list[tuple[str, float]]]:
+    """question_id → [(passage_id, score)] in rank order; questions in sorted order (the run
+    sorted by (question_id, rank), stable)."""
+    ordered = run.sort(["question_id", "rank"], maintain_order=True)
+    out: dict[str, list[tuple[str, float]]] = {}
+    for q, p, s in zip(ordered["question_id"].to_list(), ordered["passage_id"].to_list(),
+                       ordered["score"].to_list()):
+        out.setdefault(str(q), []).append((str(p), float(s)))
+    return out
 
 
-def needs_deeper_pool(run: pd.DataFrame, question_ids: Sequence[str], pool_size: int,
+def needs_deeper_pool(run: pl.DataFrame, question_ids: Sequence[str], pool_size: int,
                       n_passages: int) -> bool:
     """True when some question's dense run holds fewer than min(pool_size, |corpus|) rows."""
     want = min(pool_size, n_passages)
-    depth = run.groupby("question_id").size()
-    return any(int(depth.get(q, 0)) < want for q in question_ids)
+    depth = Counter(str(q) for q in run["question_id"].to_list())
+    return any(depth[q] < want for q in question_ids)
 
 
 def prefix_mismatches(deep: dict[str, list[tuple[str, float]]],
@@ -59,11 +65,10 @@ def prefix_mismatches(deep: dict[str, list[tuple[str, float]]],
 
 
 def pool_of(ranking: Sequence[tuple[str, float]], pool_size: int,
-            corpus: pd.DataFrame) -> list[Candidate]:
+            corpus: Mapping[str, tuple[str, str]]) -> list[Candidate]:
     """The first ``pool_size`` passages of a ranking with their title and text
-    (``corpus`` indexed by passage_id)."""
-    return [Candidate(pid, str(corpus.at[pid, "title"]), str(corpus.at[pid, "text"]), score)
-            for pid, score in ranking[:pool_size]]
+    (``corpus``: passage_id → (title, text), :func:`evichain.retrieval.run.passage_texts`)."""
+    return [Candidate(pid, *corpus[pid], score) for pid, score in ranking[:pool_size]]
 
 
 def reranked_rows(question_id: str, order: Sequence[str], tail: Sequence[str]
@@ -88,19 +93,19 @@ class Pools:
     prefix_mismatches: int
 
 
-def first_stage_pools(run: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
+def first_stage_pools(run: pl.DataFrame, corpus: pl.DataFrame, questions: pl.DataFrame,
                       pool_size: int, passage_format: str,
                       encode: Callable[[list[str]], Any]) -> Pools:
     """The pools of every question (module docstring): the dense run, or, when it is shallower
     than ``pool_size``, the dense ranking recomputed exactly as the dense stage computes its run
     (all questions × all passages in one product, same tie rule)."""
-    qids = [str(q) for q in questions["question_id"]]
+    qids = [str(q) for q in questions["question_id"].to_list()]
     shallow = ranked_ids(run)
     deep, source, bad = shallow, "dense_run", 0
     if needs_deeper_pool(run, qids, pool_size, len(corpus)):
         P = encode(format_passages(corpus, passage_format))
-        Q = encode(questions["question"].tolist())
-        deep = ranked_ids(run_from_scores(qids, Q @ P.T, corpus["passage_id"].tolist(), pool_size))
+        Q = encode(questions["question"].to_list())
+        deep = ranked_ids(run_from_scores(qids, Q @ P.T, corpus["passage_id"].to_list(), pool_size))
         source, bad = "recomputed", prefix_mismatches(deep, shallow)
     tail = {q: [p for p, _ in shallow.get(q, [])[pool_size:]] for q in qids}
     return Pools(deep, tail, source, bad)

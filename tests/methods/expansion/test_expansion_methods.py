@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.config import BM25Params, EmbedParams, LLMParams, OrchestrationParams, RetrievalParams
@@ -33,16 +34,16 @@ from evichain.methods.expansion.query2doc import Query2Doc, dense_query, sparse_
 from evichain.methods.expansion.search import CorpusSearch
 from evichain.paths import DatasetPaths
 from evichain.retrieval.bm25 import BM25Index
-from evichain.retrieval.run import format_passages
+from evichain.retrieval.run import format_passages, passage_texts
 from tests.fixtures.lothair import QUESTION, SIX_PASSAGES as PASSAGES
 
 ANSWER = "Ermengarde of Tours, mother of Lothair II, died on 20 March 851 at Erstein abbey."
-CORPUS = pd.DataFrame(PASSAGES, columns=["passage_id", "title", "text"])
+CORPUS = pl.DataFrame(PASSAGES, schema=["passage_id", "title", "text"], orient="row")
 
 
 def search() -> CorpusSearch:
     embedder = get_embedder(EmbedParams())
-    return CorpusSearch(CORPUS["passage_id"].tolist(), BM25Index(CORPUS, BM25Params()),
+    return CorpusSearch(CORPUS["passage_id"].to_list(), BM25Index(CORPUS, BM25Params()),
                         embedder.encode(format_passages(CORPUS, "{title}\n{text}")), embedder.encode)
 
 
@@ -195,10 +196,10 @@ def test_lamer_prompts_with_bm25_candidates_then_searches_again(tmp_path: Path) 
     s = search()
     params = ExpansionParams(lamer=LameRParams(n_candidates=3, n_answers=2, candidate_words=6))
     cs = clients(tmp_path, 0.7, 2)
-    out = LameR(cs, s, params, CORPUS.set_index("passage_id")).retrieve("q1", QUESTION)
+    out = LameR(cs, s, params, passage_texts(CORPUS)).retrieve("q1", QUESTION)
     first = [r[2] for r in s.bm25("q1", QUESTION, 3)]
     assert out.trace["candidate_ids"] == first and usage(cs) == (2, 0)
-    title, text = CORPUS.set_index("passage_id").loc[first[0], ["title", "text"]]
+    title, text = passage_texts(CORPUS)[first[0]]
     assert seen[0]["question"] == QUESTION and len(seen[0]["passages"]) == 3
     assert seen[0]["passages"][0] == f"1. {title}: {' '.join(text.split()[:6])}"
     query = f"{QUESTION} {answers[0]} {QUESTION} {answers[1]}"

@@ -14,18 +14,20 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.config import Params, parse_params
 from evichain.llm.scripted import set_responder
 from evichain.methods.base import BuildContext, QuestionResult, get_method, run_frame
 from evichain.methods.fused.method import Fused, FusedResult, fuse_question, resolve_run
+from evichain.metrics.frames import as_polars
 from evichain.retrieval.fusion import fused_trace, score_fusion
 from tests.fixtures.lothair import SEVEN_PASSAGES, sentence_index
 from tests.fixtures.scripted_llm import respond
 
-CORPUS = pd.DataFrame(SEVEN_PASSAGES, columns=["passage_id", "title", "text"])
-QUESTIONS = pd.DataFrame({
+CORPUS = pl.DataFrame(SEVEN_PASSAGES, schema=["passage_id", "title", "text"], orient="row")
+QUESTIONS = pl.DataFrame({
     "question_id": ["q1", "q2", "q3"],
     "question": ["When did Lothair II's mother die?", "Where did Ermengarde of Tours die?",
                  "Who was the father of Lothair II?"]})
@@ -47,10 +49,10 @@ def encode(texts: Sequence[str]) -> np.ndarray:
 
 
 @lru_cache(maxsize=1)
-def index_tables() -> dict[str, pd.DataFrame]:
-    """The sentence proposition index of the corpus, as the index stages write it."""
+def index_tables() -> dict[str, pl.DataFrame]:
+    """The sentence proposition index of the corpus, as the index stages write it (polars)."""
 
-    props, entities, incidence = sentence_index(CORPUS)
+    props, entities, incidence = (as_polars(t) for t in sentence_index(CORPUS.to_pandas()))
     return {"propositions": props, "entities": entities, "incidence": incidence}
 
 

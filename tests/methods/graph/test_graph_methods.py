@@ -11,6 +11,7 @@ import litellm
 import networkx as nx
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.config import LLMParams
@@ -23,7 +24,7 @@ from evichain.methods.graph.params import GraphParams
 from evichain.methods.graph.proprag import BeamSearch, PropRAGRetriever, SearchStats, build_prop_index
 from evichain.methods.graph.proprag import Path as PropPath
 
-CORPUS = pd.DataFrame({"passage_id": ["d0", "d1", "d2", "d3"], "title": ["A", "B", "C", "D"],
+CORPUS = pl.DataFrame({"passage_id": ["d0", "d1", "d2", "d3"], "title": ["A", "B", "C", "D"],
                        "text": ["A is the son of B.", "B died in 900.", "C is a city. A was born in C.",
                                 "D x E."]})
 TRIPLES = pd.DataFrame([("d0", "A", "son of", "B"), ("d1", "B", "died in", "900"), ("d2", "C", "is", "city"),
@@ -119,7 +120,7 @@ def test_hipporag2_ranks_by_ppr_from_kept_facts(index, tmp_path: Path) -> None: 
     expected = networkx_ppr(index.graph.W.toarray(), reset, 0.5)[len(ENTITIES):]
     got = {pid: score for _, _, pid, score in res.rows}
     assert [got[p] for p in CORPUS["passage_id"]] == pytest.approx(expected.tolist(), abs=1e-9)
-    assert [r[2] for r in res.rows] == [CORPUS["passage_id"][i] for i in np.argsort(-expected, kind="stable")]
+    assert [r[2] for r in res.rows] == [CORPUS["passage_id"][int(i)] for i in np.argsort(-expected, kind="stable")]
     assert t["prompt_tokens"] > 0 and t["llm_calls"] == 1 and t["status"] == "ok"
     assert res.seconds["compute"] <= res.seconds["total"]
     power = build_hippo_index(CORPUS, TRIPLES, encoder, GraphParams(ppr_backend="power"))
@@ -261,17 +262,17 @@ def test_catrag_splits_a_scoring_batch_that_overflows_the_context(index, tmp_pat
 
 
 # --------------------------------------------------------------------------- PropRAG
-PROPS = pd.DataFrame({"prop_id": ["d0#0", "d0#1", "d1#0", "d2#0", "d3#0"],
+PROPS = pl.DataFrame({"prop_id": ["d0#0", "d0#1", "d1#0", "d2#0", "d3#0"],
                       "passage_id": ["d0", "d0", "d1", "d2", "d3"],
                       "text": ["A is the son of B.", "A was born in 880.", "B died in 900.", "C is a city.",
                                "D met Bee."],
                       "entities": [[]] * 5, "extractor": ["llm"] * 5})
-PROP_ENTITIES = pd.DataFrame({"entity_id": ["ea", "eb", "e8", "e9", "ec", "ed", "ebee"],
+PROP_ENTITIES = pl.DataFrame({"entity_id": ["ea", "eb", "e8", "e9", "ec", "ed", "ebee"],
                               "name": ["A", "B", "880", "900", "C", "D", "Bee"], "aliases": [[]] * 7,
                               "is_title": [True] * 7, "degree": [1] * 7})
-INCIDENCE = pd.DataFrame([("d0#0", "ea"), ("d0#0", "eb"), ("d0#1", "ea"), ("d0#1", "e8"), ("d1#0", "eb"),
+INCIDENCE = pl.DataFrame([("d0#0", "ea"), ("d0#0", "eb"), ("d0#1", "ea"), ("d0#1", "e8"), ("d1#0", "eb"),
                           ("d1#0", "e9"), ("d2#0", "ec"), ("d3#0", "ed"), ("d3#0", "ebee")],
-                         columns=["prop_id", "entity_id"])
+                         schema=["prop_id", "entity_id"], orient="row")
 PROP_COS = [0.6, 0.3, 0.5, 0.1, 0.2]
 
 
@@ -373,7 +374,7 @@ def test_proprag_two_stages_match_networkx(prop_index) -> None:  # type: ignore[
 
 def test_proprag_falls_back_without_seed_mass() -> None:
     params = GraphParams(passage_node_weight=0.0, proprag={"path_scoring": "average"})
-    empty = build_prop_index(CORPUS, PROPS.iloc[:0], PROP_ENTITIES, INCIDENCE.iloc[:0], prop_encoder, params)
+    empty = build_prop_index(CORPUS, PROPS.clear(), PROP_ENTITIES, INCIDENCE.clear(), prop_encoder, params)
     res = PropRAGRetriever(empty, params, lambda t: t).retrieve("q", "?", H_Q)
     assert res.trace["fallback"] == "dense" and [r[2] for r in res.rows] == ["d0", "d1", "d3", "d2"]
     assert empty.graph.mentions.nnz == 0 and empty.graph.W.nnz == 2      # only the B–Bee synonymy edge

@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.config import EmbedParams, LLMParams
@@ -41,7 +42,7 @@ def encode(texts: list[str]) -> Any:
 
 @lru_cache(maxsize=1)
 def passages() -> Passages:
-    return Passages.from_corpus(corpus())
+    return Passages.from_corpus(pl.from_pandas(corpus()))
 
 
 @lru_cache(maxsize=1)
