@@ -145,11 +145,18 @@ stages:
     deps:
       - data
       - artifacts/${item.dataset}/corpus.parquet
+      - pipeline/params/plain.json
       - pipeline/code/plain.md5
-    params:
-      - data   # a comment
 
 %(code_plain)s
+
+  params_plain:
+    cmd: python -m stages.params_digest plain
+    params:
+      - data   # a comment
+    outs:
+      - pipeline/params/plain.json:
+          cache: false
 
   # between stages
   run:
