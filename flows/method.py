@@ -59,7 +59,7 @@ class MethodOutput:
     run: pd.DataFrame
     trace: pd.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
-    evidence: pd.DataFrame | None = None
+    evidence: pl.DataFrame | None = None
     tokens: dict[str, int] = field(default_factory=dict)
 
 

@@ -149,8 +149,8 @@ def retrieve(dataset: str, method: str, variant: str | None, params_file: Path) 
         flow_variant = None if names.variant == method else names.variant  # no variants: the method
         out = run_method(paths, method, flow_variant, params, stage=names.flow_stage)
         if out.evidence is not None:
-            evidence = out.evidence.sort_values(["question_id", "position"], kind="stable")
-            write_parquet(evidence.reset_index(drop=True), paths.evidence(names.run))
+            evidence = out.evidence.sort(["question_id", "position"], maintain_order=True)
+            write_parquet(evidence, paths.evidence(names.run))
         # Written first: write_method_outputs fails the stage above llm.max_failure_rate.
         summary = write_method_outputs(dataset, names.run, names.variant, names.usage, out,
                                        params.llm.max_failure_rate)

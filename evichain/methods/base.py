@@ -365,7 +365,7 @@ class Method(ABC):
         :meth:`build` used. None by default; the flow adds LLM usage and latency."""
         return {}
 
-    def evidence_table(self, results: Sequence[QuestionResult]) -> pd.DataFrame | None:
+    def evidence_table(self, results: Sequence[QuestionResult]) -> pl.DataFrame | None:
         """The evidence rows of every question (methods that keep their own reading context),
         else None."""
         return None

@@ -34,6 +34,9 @@ from evichain.retrieval.run import top_k_indices
 Encoder = Callable[[list[str]], np.ndarray]
 STOP_REASONS: tuple[str, ...] = ("answered", "step_limit", "llm_failure", "no_progress")
 EVIDENCE_COLUMNS = ["question_id", "position", "passage_id", "title", "text"]
+EVIDENCE_SCHEMA = pl.Schema({"question_id": pl.String, "position": pl.Int32, "passage_id": pl.String,
+                             "title": pl.String, "text": pl.String})
+"""The evidence table's dtypes (position 1-based, in reading order)."""
 
 
 # --------------------------------------------------------------------------- passages

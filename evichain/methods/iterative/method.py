@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import polars as pl
 
 from evichain.methods.base import (PROPOSITION_INDEX, PROPOSITION_TABLES, BuildContext, FunctionRetriever,
                                    Method, QuestionResult, pandas_boundary, register)
 from evichain.methods.expansion.generate import question_sequence
-from evichain.methods.iterative.common import (EVIDENCE_COLUMNS, BM25Searcher, DenseSearcher,
+from evichain.methods.iterative.common import (EVIDENCE_SCHEMA, BM25Searcher, DenseSearcher,
                                                Passages, Searcher, summarize)
 from evichain.methods.iterative.gear_graph import EntityGraph
 from evichain.methods.iterative.params import GRAPH_METHODS, IterativeParams
@@ -77,10 +78,10 @@ class _Iterative(Method):
                 results: Sequence[QuestionResult], index: Any) -> dict[str, Any]:
         return summarize(self.name, trace)
 
-    def evidence_table(self, results: Sequence[QuestionResult]) -> pd.DataFrame:
-        """The passages each episode gives the reader, in reading order."""
+    def evidence_table(self, results: Sequence[QuestionResult]) -> pl.DataFrame:
+        """The passages each episode gives the reader, in reading order (:data:`EVIDENCE_SCHEMA`)."""
         rows = [r for result in results for r in result.evidence]
-        return pd.DataFrame(rows, columns=EVIDENCE_COLUMNS).astype({"position": "int32"})
+        return pl.DataFrame({c: [r[c] for r in rows] for c in EVIDENCE_SCHEMA}, schema=EVIDENCE_SCHEMA)
 
 
 @register
