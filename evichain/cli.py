@@ -200,13 +200,13 @@ def compare_methods(
         help="also print per-group means by this questions.parquet column")] = None,
 ) -> None:
     """Paired bootstrap difference a − b per metric (95% CI, points), as the report computes it."""
-    from evichain.io import read_parquet
+    from evichain.io import read_table
     from evichain.paths import DatasetPaths
     from evichain.report.compare import DEFAULT_METRICS, report
 
     chosen = tuple(_names(metrics)) or DEFAULT_METRICS
     try:
-        questions = read_parquet(DatasetPaths(dataset).questions) if by else None
+        questions = read_table(DatasetPaths(dataset).questions) if by else None
         typer.echo(report(eval_dir, dataset, a, b, chosen, questions=questions, by=by))
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)

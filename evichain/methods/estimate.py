@@ -33,6 +33,7 @@ from evichain.methods.base import PROPOSITION_TABLES, Method
 
 if TYPE_CHECKING:
     import pandas as pd
+    import polars as pl
 
     from evichain.config import Params
     from evichain.llm.params import LLMParams
@@ -124,19 +125,19 @@ def cached_extractions(texts: list[str], llm: LLMParams, max_tokens: int) -> int
     return sum(cache.get(key) is not None for key in keys)
 
 
-def proposition_calls(corpus: pd.DataFrame, params: Params) -> IndexCalls:
+def proposition_calls(corpus: pl.DataFrame | pd.DataFrame, params: Params) -> IndexCalls:
     """LLM proposition extraction: 1 call per passage (cached answers counted), none with the
     sentence extractor."""
     index = params.evireform.index
     if index.extractor != "llm":
         return IndexCalls("propositions", 0, None, "sentence extractor, no LLM")
-    texts = [str(t) for t in corpus["text"]]
+    texts = [str(t) for t in corpus["text"].to_list()]
     cached = cached_extractions(texts, params.llm, index.max_tokens)
     return IndexCalls("propositions", len(texts), cached,
                       f"1 per passage × {len(texts):,} passages (evireform.index.extractor: llm)")
 
 
-def triple_calls(corpus: pd.DataFrame, params: Params) -> IndexCalls:
+def triple_calls(corpus: pl.DataFrame | pd.DataFrame, params: Params) -> IndexCalls:
     """HippoRAG's LLM OpenIE: 2 calls per passage (NER, then triples), none otherwise."""
     if params.graph.openie != "llm":
         return IndexCalls("triples", 0, None, "triples from the propositions, no LLM")
@@ -144,7 +145,7 @@ def triple_calls(corpus: pd.DataFrame, params: Params) -> IndexCalls:
     return IndexCalls("triples", 2 * n, None, f"2 per passage × {n:,} passages (graph.openie: llm)")
 
 
-def facet_calls(corpus: pd.DataFrame, questions: int, params: Params, variant: str) -> IndexCalls:
+def facet_calls(corpus: pl.DataFrame | pd.DataFrame, questions: int, params: Params, variant: str) -> IndexCalls:
     """CEE's LLM facets: pairs per target × targets (module docstring), none for sentence facets."""
     from evichain.methods.cee.params import variant_params
 
@@ -162,7 +163,7 @@ def facet_calls(corpus: pd.DataFrame, questions: int, params: Params, variant: s
                       f"{pairs} pairs per target × {targets:,} targets ({scope})")
 
 
-def index_calls(method: Method, variant: str, params: Params, corpus: pd.DataFrame,
+def index_calls(method: Method, variant: str, params: Params, corpus: pl.DataFrame | pd.DataFrame,
                 questions: int) -> tuple[IndexCalls, ...]:
     """The LLM calls of every index table group ``method`` (``variant``) reads under ``params``
     (the tables :func:`flows.user.index_tables` builds); first-stage runs make none."""
@@ -262,10 +263,12 @@ def question_calls(method: Method, variant: str, params: Params) -> tuple[int | 
     return None, f"unknown for the plug-in method {method.name!r}"
 
 
-def estimate_calls(method: Method, variant: str, params: Params, corpus: pd.DataFrame,
+def estimate_calls(method: Method, variant: str, params: Params, corpus: pl.DataFrame | pd.DataFrame,
                    questions: int) -> CallEstimate:
     """Index calls and the per-question bound of running ``method`` (``variant``) on ``corpus``
-    (``passage_id, title, text``) and ``questions`` questions (module docstring)."""
+    (``passage_id, title, text``; polars, or the pandas corpus of
+    :class:`evichain.data.user.UserDataset` that ``flows/cli.py`` passes) and ``questions``
+    questions (module docstring)."""
     per_question, rule = question_calls(method, variant, params)
     return CallEstimate(index_calls(method, variant, params, corpus, questions), per_question,
                         questions, rule)

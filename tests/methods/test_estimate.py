@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+import polars as pl
 import pytest
 
 from evichain.config import Params
@@ -44,6 +45,9 @@ def test_llm_extraction_is_one_call_per_passage_less_the_cached_ones() -> None:
     assert (index.label, index.calls, index.cached, index.to_make) == ("propositions", 6, 2, 4)
     assert index.rule == "1 per passage × 6 passages (evireform.index.extractor: llm)"
     assert (estimate.per_question, estimate.question_calls, estimate.total) == (0, 0, 4)
+    polars_corpus = pl.from_pandas(CORPUS)  # the methods' corpus type; the user flow passes pandas
+    chosen = get_method("proprag")
+    assert estimate_calls(chosen, chosen.check_variant(None), params, polars_corpus, 3) == estimate
 
 
 def test_sentence_extraction_makes_no_index_call() -> None:
