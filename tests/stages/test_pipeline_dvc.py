@@ -22,7 +22,7 @@ COPY = ["evichain", "flows", "stages", "dvc.yaml", "params.yaml", "data"]
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True, timeout=1500)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True, timeout=2400)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
@@ -56,6 +56,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
     env.pop("PREFECT_API_URL", None)
     _run([DVC, "init", "--no-scm", "-q"], work, env)
     _run([DVC, "config", "core.analytics", "false"], work, env)
+    _drop_inputs_of_empty_templates(work)
     return work, env
 
 
@@ -71,12 +72,29 @@ def _drop_literal_non_demo_stages(path: Path) -> None:
     path.write_text(yaml.safe_dump(pipeline, sort_keys=False))
 
 
+def _drop_inputs_of_empty_templates(work: Path) -> None:
+    """Remove ``code_<t>`` and ``params_<t>`` where template ``t`` has no stage left after the
+    params edits above (its dataset list is empty here): ~50 stages of DVC overhead that write
+    digests nothing in this test reads."""
+    from dvc.repo import Repo
+
+    with Repo(str(work)) as repo:
+        names = {stage.addressing.split("@")[0] for stage in repo.index.stages}
+    path = work / "dvc.yaml"
+    pipeline = yaml.safe_load(path.read_text())
+    for name in list(pipeline["stages"]):
+        for prefix in ("code_", "params_"):
+            if name.startswith(prefix) and name[len(prefix):] not in names:
+                del pipeline["stages"][name]
+    path.write_text(yaml.safe_dump(pipeline, sort_keys=False))
+
+
 def params_n_questions(work: Path) -> int:
     return int(yaml.safe_load((work / "params.yaml").read_text())["data"]["demo"]["n_questions"])
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2400)  # a real dvc repro of the demo (46 code, 51 params stages included): >900 s beside other jobs
+@pytest.mark.timeout(3000)  # a real dvc repro of the demo, its code and params stages: >1,500 s beside other jobs
 def test_demo_pipeline_reproduces_then_is_up_to_date(project: tuple[Path, dict[str, str]]) -> None:
     work, env = project
     first = _run([DVC, "repro"], work, env)
