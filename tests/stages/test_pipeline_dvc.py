@@ -79,7 +79,7 @@ def _drop_inputs_of_empty_templates(work: Path) -> None:
     from dvc.repo import Repo
 
     with Repo(str(work)) as repo:
-        names = {stage.addressing.split("@")[0] for stage in repo.index.stages}
+        names = {stage.name.split("@")[0] for stage in repo.index.stages}
     path = work / "dvc.yaml"
     pipeline = yaml.safe_load(path.read_text())
     for name in list(pipeline["stages"]):
