@@ -104,14 +104,21 @@ PARAMS_DIR = "pipeline/params"
 """Where ``params_<template>`` writes ``<template>.json`` or ``<template>/<item>.json``."""
 
 
+def _module_args(spec: dict[str, Any], module: str) -> list[str] | None:
+    """The arguments of a stage whose one command is ``python -m <module> ...``; None for any
+    other stage."""
+    cmds = _commands(spec)
+    words = cmds[0].split() if len(cmds) == 1 else []
+    if words[:3] not in (["python", "-m", module], ["python3", "-m", module]):
+        return None
+    return words[3:]
+
+
 def params_template(stage: str, spec: dict[str, Any]) -> str | None:
     """The template a params stage writes the values of (its command is ``python -m
     stages.params_digest <t> ...``); None for any other stage."""
-    cmds = _commands(spec)
-    words = cmds[0].split() if len(cmds) == 1 else []
-    if words[:3] not in (["python", "-m", PARAMS_MODULE], ["python3", "-m", PARAMS_MODULE]):
-        return None
-    return words[3] if len(words) > 3 else ""
+    args = _module_args(spec, PARAMS_MODULE)
+    return None if args is None else (args[0] if args else "")
 
 
 def params_problems(dvc: dict[str, Any]) -> list[str]:
@@ -532,11 +539,8 @@ def _commands(spec: dict[str, Any]) -> list[str]:
 def code_template(stage: str, spec: dict[str, Any]) -> str | None:
     """The template a code stage digests (its command is ``python -m stages.code_digest <t>``;
     its name should be ``code_<t>``); None for any other stage."""
-    cmds = _commands(spec)
-    words = cmds[0].split() if len(cmds) == 1 else []
-    if words[:3] not in (["python", "-m", DIGEST_MODULE], ["python3", "-m", DIGEST_MODULE]):
-        return None
-    return words[3] if len(words) == 4 else ""
+    args = _module_args(spec, DIGEST_MODULE)
+    return None if args is None else (args[0] if len(args) == 1 else "")
 
 
 def template_modules(dvc: dict[str, Any], params: dict[str, Any],

@@ -56,29 +56,31 @@ def build_replay_cache(root: Path = ROOT) -> tuple[Path, int, int]:
 def code_stages(root: Path = ROOT) -> list[str]:
     """Every ``code_<template>`` and ``params_<template>`` stage of dvc.yaml (no model, ~1 s
     each): they write the code digests and params files the recorded stages depend on, so they
-    run first, recorded or not (a matrix params stage by its template name: all its items)."""
-    from dvc.repo import Repo
-
+    run first, recorded or not (a matrix params stage by its template name: :func:`in_order`
+    expands it to all its items)."""
     from scripts.dvc_deps import CODE_PREFIX, PARAMS_PREFIX
+    from scripts.lock_check import load_yaml
 
-    with Repo(str(root)) as repo:
-        return [s.addressing for s in repo.index.stages if s.addressing.startswith((CODE_PREFIX, PARAMS_PREFIX))]
+    return [n for n in load_yaml(root / "dvc.yaml").get("stages") or {}
+            if n.startswith((CODE_PREFIX, PARAMS_PREFIX))]
 
 
 def in_order(targets: list[str], root: Path = ROOT) -> list[str]:
     """``targets`` with every stage after the stages it depends on (DVC's own order: a post-order
     walk of its stage graph, as ``dvc repro`` plans a run). ``--single-item`` runs targets in
     the order given, and only them: a stage never recorded is not pulled in as an upstream
-    stage (the report reads whole folders that such stages write into)."""
+    stage (the report reads whole folders that such stages write into). A target may name a
+    matrix or foreach template (``params_retrieve_graph``): all its items are taken."""
     import networkx as nx
     from dvc.repo import Repo
 
     wanted = set(targets)
     with Repo(str(root)) as repo:
         graph = repo.index.graph
-        by_name = {stage.addressing: stage for stage in graph.nodes}
-        order = [s.addressing for s in nx.dfs_postorder_nodes(graph) if s.addressing in wanted]
-    missing = wanted - set(by_name)
+        names = {stage.addressing for stage in graph.nodes}
+        order = [s.addressing for s in nx.dfs_postorder_nodes(graph)
+                 if s.addressing in wanted or s.addressing.split("@")[0] in wanted]
+    missing = wanted - names - {name.split("@")[0] for name in names}
     if missing:
         raise SystemExit(f"dvc.lock records stages dvc.yaml does not define: {sorted(missing)[:5]}")
     return order
